@@ -1,0 +1,90 @@
+"""The `builder` command line: parses options, prints progress, nothing else.
+
+Each sub-command loads the Config once, calls into the library and turns a
+BuilderError into one ``error: ...`` line and a non-zero exit.
+"""
+
+from __future__ import annotations
+
+import functools
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, TypeVar
+
+import typer
+
+from builder import __version__
+from builder.config import Config, find_config_file, load_config
+from builder.console import err
+from builder.errors import BuilderError
+
+app = typer.Typer(
+    name="builder",
+    help="Containerized, reproducible builds of PyTorch and PyTorch/XLA wheels.",
+    no_args_is_help=True,
+    add_completion=False,
+    pretty_exceptions_enable=False,
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+_state: dict[str, Any] = {"config_path": None}
+
+
+def handle_errors(func: F) -> F:
+    """Turn BuilderError into ``error: ...`` on stderr and exit code 1 (130/143 on signals)."""
+
+    @functools.wraps(func)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        try:
+            return func(*args, **kwargs)
+        except BuilderError as exc:
+            err.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
+            raise typer.Exit(exc.exit_code) from None
+        except KeyboardInterrupt:
+            err.print("[bold red]interrupted[/]")
+            raise typer.Exit(130) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def get_config(overrides: dict[str, Any] | None = None) -> Config:
+    import os
+
+    path = find_config_file(_state["config_path"], os.environ)
+    return load_config(path, os.environ, overrides)
+
+
+@app.callback()
+def _root(
+    config: Path | None = typer.Option(None, "--config", "-c", help="Path to builder.toml."),
+    version: bool = typer.Option(False, "--version", help="Print the version and exit."),
+) -> None:
+    """Containerized, reproducible builds of PyTorch and PyTorch/XLA wheels."""
+    if version:
+        typer.echo(f"builder {__version__}")
+        raise typer.Exit(0)
+    _state["config_path"] = str(config) if config else None
+
+
+def _register() -> None:
+    # Sub-command modules register themselves on `app`; imported here so that
+    # `builder --help` lists every command.
+    from builder import cli_images  # noqa: F401
+    try:
+        from builder import cli_index  # noqa: F401
+    except ImportError:  # pragma: no cover - during development only
+        pass
+
+
+def main() -> None:
+    _register()
+    try:
+        app()
+    except BuilderError as exc:  # pragma: no cover - safety net
+        err.print(f"[bold red]error:[/] {exc}")
+        sys.exit(exc.exit_code)
+
+
+_register_done = False
