@@ -86,5 +86,3 @@ def main() -> None:
         err.print(f"[bold red]error:[/] {exc}")
         sys.exit(exc.exit_code)
 
-
-_register_done = False

@@ -1,15 +1,26 @@
-"""Image commands: render, images, base bootstrap, config show."""
+"""Image commands: config, render, images, base bootstrap."""
 
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 
 import typer
+from rich.table import Table
 
 from builder import config as config_mod
+from builder.bootstrap import bootstrap_base
 from builder.cli import app, get_config, handle_errors
-from builder.console import out
+from builder.config import Config
+from builder.console import err, out
+from builder.engine import Engine
+from builder.errors import BuilderError
+from builder.images import StageResult, build_stages, ensure_parent
+from builder.plan import image_stages, render_stage, select_stages
+
+base_app = typer.Typer(help="Manage the base OS image.", no_args_is_help=True)
+app.add_typer(base_app, name="base", help="Manage the base OS image (bootstrap it from Debian packages).")
 
 
 @app.command("config")
@@ -21,7 +32,7 @@ def config_show(as_json: bool = typer.Option(False, "--json", help="Print as JSO
     if as_json:
         out.print_json(json.dumps(data))
         return
-    out.print(f"# source: {cfg.source}")
+    out.print(f"# source: {cfg.source}", markup=False)
     for section, values in data.items():
         if isinstance(values, dict):
             out.print(f"[{section}]", markup=False)
@@ -31,4 +42,117 @@ def config_show(as_json: bool = typer.Option(False, "--json", help="Print as JSO
             out.print(f"{section} = {json.dumps(values)}", markup=False)
 
 
-_ = Path  # keep import for later commands
+def _rendered(cfg: Config, stage: str | None, engine: Engine | None):
+    """Render the stages; parent IDs come from Docker when it answers (else keys are provisional)."""
+    specs = select_stages(image_stages(cfg), stage)
+    parent_ref = cfg.base.image
+    parent_id = engine.image_id(parent_ref) if engine else None
+    rendered = []
+    for spec in specs:
+        item = render_stage(spec, parent_ref, parent_id)
+        rendered.append(item)
+        parent_ref = item.tag
+        parent_id = engine.image_id(item.tag) if engine else None
+    return rendered
+
+
+def _try_engine() -> Engine | None:
+    try:
+        return Engine()
+    except BuilderError:
+        return None
+
+
+@app.command("render")
+@handle_errors
+def render_cmd(
+    stage: str = typer.Argument(None, help="Render up to this stage (base, toolchain, python)."),
+    out_dir: Path = typer.Option(None, "--out", help="Write <stage>.Dockerfile files here."),
+) -> None:
+    """Render the pinned Dockerfiles from dockerfiles/*.j2 (to stdout or --out DIR)."""
+    cfg = get_config()
+    engine = _try_engine()
+    if engine is None:
+        err.print("note: Docker is not reachable; parent image IDs are unknown, so keys are provisional")
+    for item in _rendered(cfg, stage, engine):
+        if out_dir:
+            out_dir.mkdir(parents=True, exist_ok=True)
+            path = out_dir / f"{item.name}.Dockerfile"
+            path.write_text(item.dockerfile)
+            for name, data in item.spec.files.items():
+                (out_dir / name).write_bytes(data)
+            out.print(f"{path}  (tag {item.tag})", markup=False)
+        else:
+            out.print(f"# ---- stage {item.name}: {item.tag}", markup=False)
+            out.print(item.dockerfile, markup=False, end="")
+
+
+def _bootstrap_if_needed(engine: Engine, cfg: Config) -> str:
+    if engine.image_id(cfg.base.image) is None and cfg.base.bootstrap and "@" not in cfg.base.image:
+        err.print(f"base image {cfg.base.image} missing: bootstrapping it from {cfg.base.mirror} ...")
+        result = bootstrap_base(engine, cfg, cfg.logs_dir / "bootstrap.log")
+        err.print(f"bootstrapped {result.tag} in {result.seconds:.1f} s")
+    return ensure_parent(engine, cfg)
+
+
+def summary_table(results: list[StageResult], total: float) -> Table:
+    table = Table(title=f"stages ({total:.1f} s)")
+    for column in ("stage", "key", "image", "status", "seconds"):
+        table.add_column(column)
+    for r in results:
+        table.add_row(r.name, r.key, r.image_id.removeprefix("sha256:")[:12],
+                      "reused" if r.reused else "built", f"{r.seconds:.1f}")
+    return table
+
+
+def run_images(cfg: Config, stage: str | None = None, force: tuple[str, ...] = (),
+               as_json: bool = False) -> list[StageResult]:
+    engine = Engine()
+    started = time.monotonic()
+    base_id = _bootstrap_if_needed(engine, cfg)
+    specs = select_stages(image_stages(cfg), stage)
+
+    def report(name: str, event: str) -> None:
+        err.print(f"  {name:<10} {event}")
+
+    results = build_stages(engine, cfg, specs, report, cfg.logs_dir / "images", base_id, force)
+    total = time.monotonic() - started
+    if as_json:
+        out.print_json(json.dumps([r.__dict__ | {"log_path": str(r.log_path or "")} for r in results]))
+    else:
+        err.print(summary_table(results, total))
+    return results
+
+
+@app.command("images")
+@handle_errors
+def images_cmd(
+    stage: str = typer.Option(None, "--stage", help="Build up to this stage only."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and Dockerfiles; build nothing."),
+    force: list[str] = typer.Option([], "--force", help="Rebuild this stage even if its key exists."),
+    as_json: bool = typer.Option(False, "--json", help="Print the stage results as JSON."),
+) -> None:
+    """Build the layered stage images (base -> toolchain -> python), reusing unchanged ones."""
+    cfg = get_config()
+    if dry_run:
+        engine = _try_engine()
+        for item in _rendered(cfg, stage, engine):
+            exists = bool(engine and engine.image_id(item.tag))
+            out.print(f"# ---- stage {item.name}: {item.tag} ({'exists, reuse' if exists else 'would build'})",
+                      markup=False)
+            out.print(item.dockerfile, markup=False, end="")
+        return
+    run_images(cfg, stage, tuple(force), as_json)
+
+
+@base_app.command("bootstrap")
+@handle_errors
+def bootstrap_cmd(force: bool = typer.Option(False, "--force", help="Rebuild even if the tag exists.")) -> None:
+    """Build the base image from Debian packages (debootstrap minbase) and docker import it."""
+    cfg = get_config()
+    engine = Engine()
+    result = bootstrap_base(engine, cfg, cfg.logs_dir / "bootstrap.log", force=force)
+    if result.created:
+        out.print(f"created {result.tag} ({result.image_id[:19]}) in {result.seconds:.1f} s", markup=False)
+    else:
+        out.print(f"{result.tag} exists ({result.image_id[:19]}); skipped", markup=False)

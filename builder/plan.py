@@ -32,6 +32,14 @@ class StageSpec:
     buildargs: dict[str, str] = field(default_factory=dict)
     # Package name -> pinned version, checked against the built image (dpkg-query).
     pins: dict[str, str] = field(default_factory=dict)
+    # Command -> pinned Debian version whose upstream part its ``--version`` must show.
+    compilers: dict[str, str] = field(default_factory=dict)
+
+
+def upstream_version(deb_version: str) -> str:
+    """``1:14.0.6-12`` -> ``14.0.6``: what a compiler's own banner prints."""
+    without_epoch = deb_version.split(":", 1)[-1]
+    return without_epoch.rsplit("-", 1)[0] if "-" in without_epoch else without_epoch
 
 
 @dataclass(frozen=True)
@@ -118,6 +126,7 @@ def image_stages(config: Config) -> list[StageSpec]:
             "cmake": tc.cmake, "ninja-build": tc.ninja, "git": tc.git, "make": tc.make,
             f"python{series}": py.package_version, f"python{series}-dev": py.package_version,
         },
+        compilers={"gcc": tc.gcc, "g++": tc.gcc, "clang": tc.clang},
     )
     python = StageSpec(
         name="python",

@@ -25,6 +25,12 @@ def templates_dir() -> Path:
     raise BuildError("dockerfiles/ templates not found", "reinstall builder")  # pragma: no cover
 
 
+def _quote(value: object) -> str:
+    if isinstance(value, jinja2.Undefined):
+        value._fail_with_undefined_error()  # raises UndefinedError naming the variable
+    return shell_quote(value)
+
+
 def _environment(directory: Path) -> jinja2.Environment:
     env = jinja2.Environment(
         loader=jinja2.FileSystemLoader(str(directory)),
@@ -34,7 +40,7 @@ def _environment(directory: Path) -> jinja2.Environment:
         trim_blocks=True,
         lstrip_blocks=True,
     )
-    env.filters["q"] = shell_quote
+    env.filters["q"] = _quote
     return env
 
 

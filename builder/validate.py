@@ -82,7 +82,7 @@ def repo_url(value: object, field: str = "repo") -> str:
             f"{field} {text!r} has no allowed scheme",
             "use https://, http://, ssh://, git:// or file:///path",
         )
-    if parsed.scheme == "file" and not parsed.path.startswith("/"):
+    if parsed.scheme == "file" and (parsed.netloc not in ("", "localhost") or not parsed.path.startswith("/")):
         raise ValidationError(f"{field} {text!r} must be an absolute file:///path")
     if "::" in text:
         raise ValidationError(f"{field} {text!r} uses git's transport syntax, which is not allowed")

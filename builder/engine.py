@@ -1,0 +1,233 @@
+"""The one module that talks to Docker (docker SDK for Python).
+
+Shaped after cibuildwheel's oci_container: a thin wrapper with a context-managed
+container, so a container is removed on any error or Ctrl-C by structure. The SDK does
+not speak BuildKit (docker-py#2230), so caches are named volumes, not RUN --mount.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import io
+import json
+import tarfile
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import IO, Any
+
+import docker
+import docker.errors
+import requests
+
+from builder.errors import BuildError, DockerUnavailable
+
+
+@dataclass
+class BuildResult:
+    image_id: str
+    seconds: float
+    log_path: Path
+
+
+@dataclass
+class RunResult:
+    exit_code: int
+    output: str
+    seconds: float
+
+
+@dataclass
+class Mount:
+    """A volume (``source`` a name) or a bind mount (``source`` an absolute host path)."""
+
+    source: str
+    target: str
+    read_only: bool = False
+
+    def as_docker(self) -> tuple[str, dict[str, str]]:
+        return self.source, {"bind": self.target, "mode": "ro" if self.read_only else "rw"}
+
+
+@dataclass
+class ContainerSpec:
+    image: str
+    command: list[str]
+    environment: dict[str, str] = field(default_factory=dict)
+    mounts: list[Mount] = field(default_factory=list)
+    workdir: str | None = None
+    user: str | None = None
+    network: str = "host"
+    nano_cpus: int | None = None
+    mem_limit: str | None = None
+    labels: dict[str, str] = field(default_factory=dict)
+
+
+def _build_context(dockerfile: str, files: dict[str, bytes]) -> IO[bytes]:
+    """A tar build context: the Dockerfile plus the copied files, with fixed metadata."""
+    buffer = io.BytesIO()
+    with tarfile.open(fileobj=buffer, mode="w") as tar:
+        for name, data in sorted({"Dockerfile": dockerfile.encode(), **files}.items()):
+            info = tarfile.TarInfo(name)
+            info.size = len(data)
+            info.mtime = 0
+            info.mode = 0o644
+            tar.addfile(info, io.BytesIO(data))
+    buffer.seek(0)
+    return buffer
+
+
+class Engine:
+    """Docker operations builder needs, with errors turned into BuilderErrors."""
+
+    def __init__(self, client: docker.DockerClient | None = None) -> None:
+        if client is None:
+            try:
+                client = docker.from_env(timeout=600)
+                client.ping()
+            except (docker.errors.DockerException, requests.exceptions.RequestException) as exc:
+                raise DockerUnavailable(
+                    f"cannot reach the Docker daemon ({_short(exc)})",
+                    "start dockerd (e.g. `sudo dockerd --bridge=none --iptables=false &`) "
+                    "or set DOCKER_HOST to a running engine",
+                ) from None
+        self.client = client
+        self.api = client.api
+
+    # -- images -------------------------------------------------------------------
+    def image_id(self, ref: str) -> str | None:
+        """The image ID of a tag or ID, or None when it is not present locally."""
+        try:
+            return self.api.inspect_image(ref)["Id"]
+        except docker.errors.ImageNotFound:
+            return None
+        except docker.errors.APIError as exc:
+            if exc.status_code == 404:
+                return None
+            raise BuildError(f"docker: cannot inspect image {ref}: {_short(exc)}") from None
+
+    def image_labels(self, ref: str) -> dict[str, str]:
+        try:
+            return self.api.inspect_image(ref)["Config"].get("Labels") or {}
+        except docker.errors.APIError:
+            return {}
+
+    def build(self, dockerfile: str, files: dict[str, bytes], tag: str, labels: dict[str, str],
+              buildargs: dict[str, str], log_path: Path, network: str = "host") -> BuildResult:
+        """Build with the classic builder, streaming the log to ``log_path``."""
+        started = time.monotonic()
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        context = _build_context(dockerfile, files)
+        image_id = None
+        last_lines: list[str] = []
+        with log_path.open("w") as log:
+            log.write(dockerfile + "\n---- build log ----\n")
+            try:
+                stream = self.api.build(
+                    fileobj=context, custom_context=True, tag=tag, labels=labels,
+                    buildargs=buildargs, network_mode=network, rm=True, forcerm=True,
+                    pull=False, decode=True,
+                )
+                for chunk in stream:
+                    if "stream" in chunk:
+                        text = chunk["stream"]
+                        log.write(text)
+                        last_lines = (last_lines + text.splitlines())[-30:]
+                    if "aux" in chunk and "ID" in chunk["aux"]:
+                        image_id = chunk["aux"]["ID"]
+                    if "error" in chunk:
+                        log.write("ERROR: " + chunk["error"] + "\n")
+                        raise BuildError(
+                            f"stage image {tag} failed to build: {chunk['error'].strip()}",
+                            f"see the log {log_path}",
+                        )
+                    log.flush()
+            except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
+                raise BuildError(f"docker build of {tag} failed: {_short(exc)}",
+                                 f"see the log {log_path}") from None
+        image_id = image_id or self.image_id(tag)
+        if image_id is None:
+            raise BuildError(f"docker build of {tag} produced no image", f"see the log {log_path}")
+        return BuildResult(image_id=image_id, seconds=time.monotonic() - started, log_path=log_path)
+
+    def import_rootfs(self, tarball: Path, repository: str, tag: str, changes: list[str]) -> str:
+        """``docker import`` a root filesystem tarball; returns the image ID."""
+        try:
+            with tarball.open("rb") as fh:
+                result = self.api.import_image_from_data(fh.read(), repository=repository, tag=tag,
+                                                         changes=changes)
+        except docker.errors.APIError as exc:
+            raise BuildError(f"docker import of {repository}:{tag} failed: {_short(exc)}") from None
+        image_id = self.image_id(f"{repository}:{tag}")
+        if image_id is None:
+            raise BuildError(f"docker import of {repository}:{tag} gave no image: {result!r}")
+        return image_id
+
+    def remove_image(self, ref: str) -> None:
+        with contextlib.suppress(docker.errors.ImageNotFound):
+            self.api.remove_image(ref, force=True)
+
+    # -- containers ---------------------------------------------------------------
+    @contextlib.contextmanager
+    def container(self, spec: ContainerSpec) -> Iterator[Any]:
+        """Create and start a container; it is removed on exit, whatever happened."""
+        container = None
+        try:
+            container = self.client.containers.create(
+                spec.image, spec.command, environment=spec.environment,
+                volumes=dict(m.as_docker() for m in spec.mounts), working_dir=spec.workdir,
+                user=spec.user or "", network_mode=spec.network, nano_cpus=spec.nano_cpus,
+                mem_limit=spec.mem_limit, labels={"builder": "1", **spec.labels},
+                privileged=False, detach=True,
+            )
+            container.start()
+            yield container
+        except docker.errors.ImageNotFound:
+            raise BuildError(f"image {spec.image} not found", "run `builder images` first") from None
+        except docker.errors.APIError as exc:
+            raise BuildError(f"container from {spec.image} failed: {_short(exc)}") from None
+        finally:
+            if container is not None:
+                with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
+                    container.remove(force=True)
+
+    def run(self, spec: ContainerSpec, log: IO[str] | None = None) -> RunResult:
+        """Run a container to completion, streaming its output to ``log``."""
+        started = time.monotonic()
+        chunks: list[str] = []
+        with self.container(spec) as container:
+            for raw in container.logs(stream=True, follow=True):
+                text = raw.decode("utf-8", "replace")
+                chunks.append(text)
+                if log is not None:
+                    log.write(text)
+                    log.flush()
+            status = container.wait()
+        return RunResult(exit_code=int(status.get("StatusCode", 1)), output="".join(chunks),
+                         seconds=time.monotonic() - started)
+
+    def containers_with_label(self, label: str) -> list[Any]:
+        return self.client.containers.list(all=True, filters={"label": label})
+
+    # -- volumes -------------------------------------------------------------------
+    def ensure_volume(self, name: str) -> None:
+        try:
+            self.client.volumes.get(name)
+        except docker.errors.NotFound:
+            self.client.volumes.create(name, labels={"builder": "1"})
+
+    def remove_volume(self, name: str) -> None:
+        with contextlib.suppress(docker.errors.NotFound):
+            self.client.volumes.get(name).remove(force=True)
+
+
+def _short(exc: BaseException) -> str:
+    text = getattr(exc, "explanation", None) or str(exc)
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    return " ".join(str(text).split())[:300]
+
+
+def labels_json(data: dict[str, Any]) -> str:
+    return json.dumps(data, sort_keys=True, separators=(",", ":"))

@@ -1,0 +1,133 @@
+"""Execute the image stages in order: reuse a stage whose content key is tagged, build it
+otherwise, and check the pinned package versions inside each image that was built."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from builder import __version__
+from builder.config import Config
+from builder.engine import ContainerSpec, Engine, labels_json
+from builder.errors import BuildError, ConfigError
+from builder.plan import RenderedStage, StageSpec, render_stage, upstream_version
+
+
+@dataclass
+class StageResult:
+    name: str
+    key: str
+    tag: str
+    image_id: str
+    reused: bool
+    seconds: float
+    log_path: Path | None = None
+    versions: dict[str, str] = field(default_factory=dict)
+    banners: dict[str, str] = field(default_factory=dict)
+
+
+Reporter = Callable[[str, str], None]  # (stage name, event: "reused" | "building" | "built")
+
+
+def stage_labels(stage: RenderedStage) -> dict[str, str]:
+    return {
+        "org.opencontainers.image.title": f"builder-{stage.name}",
+        "org.opencontainers.image.version": __version__,
+        "org.opencontainers.image.base.name": stage.parent_ref,
+        "builder.stage": stage.name,
+        "builder.key": stage.key,
+        "builder.parent-id": stage.parent_id or "",
+        "builder.pins": labels_json(stage.spec.pins),
+    }
+
+
+def installed_versions(engine: Engine, image: str, packages: list[str]) -> dict[str, str]:
+    """Read ``dpkg-query`` from the image itself: what is installed, not what was asked."""
+    if not packages:
+        return {}
+    result = engine.run(ContainerSpec(
+        image=image, network="none",
+        command=["dpkg-query", "-W", "-f", "${Package}\\t${Version}\\t${db:Status-Status}\\n", *packages],
+    ))
+    versions: dict[str, str] = {}
+    for line in result.output.splitlines():
+        parts = line.split("\t")
+        if len(parts) == 3 and parts[2] == "installed":
+            versions[parts[0]] = parts[1]
+    return versions
+
+
+def check_compilers(stage: str, compilers: dict[str, str], banners: dict[str, str]) -> None:
+    for command, pin in sorted(compilers.items()):
+        wanted = upstream_version(pin)
+        banner = banners.get(command, "")
+        if wanted not in banner:
+            raise BuildError(f"stage {stage}: `{command} --version` says {banner or 'nothing'!r}, "
+                             f"expected version {wanted} (pin {pin})")
+
+
+def check_pins(stage: str, pins: dict[str, str], versions: dict[str, str]) -> None:
+    for package, wanted in sorted(pins.items()):
+        found = versions.get(package)
+        if found != wanted:
+            raise BuildError(
+                f"stage {stage}: {package} is {found or 'not installed'} in the image, but the pin is {wanted}",
+                "fix the pin in builder.toml (apt-cache madison " + package + ")",
+            )
+
+
+def compiler_banners(engine: Engine, image: str, commands: list[str]) -> dict[str, str]:
+    """First line of ``CMD --version`` for each command, read from a container."""
+    if not commands:
+        return {}
+    script = 'for c in "$@"; do printf \'%s\\t\' "$c"; "$c" --version 2>&1 | head -1; done'
+    result = engine.run(ContainerSpec(image=image, network="none",
+                                      command=["sh", "-c", script, "sh", *commands]))
+    banners = {}
+    for line in result.output.splitlines():
+        name, _, banner = line.partition("\t")
+        if banner:
+            banners[name] = banner.strip()
+    return banners
+
+
+def ensure_parent(engine: Engine, config: Config) -> str:
+    image_id = engine.image_id(config.base.image)
+    if image_id is None:
+        hint = ("run `builder base bootstrap` (or `builder images`, which bootstraps when base.bootstrap is true)"
+                if "@" not in config.base.image else f"docker pull {config.base.image}")
+        raise ConfigError(f"base image {config.base.image} is not present", hint)
+    return image_id
+
+
+def build_stages(engine: Engine, config: Config, specs: list[StageSpec], report: Reporter,
+                 logs_dir: Path, base_id: str, force: tuple[str, ...] = ()) -> list[StageResult]:
+    results: list[StageResult] = []
+    parent_ref, parent_id = config.base.image, base_id
+    for spec in specs:
+        stage = render_stage(spec, parent_ref, parent_id)
+        existing = None if spec.name in force else engine.image_id(stage.tag)
+        if existing:
+            report(stage.name, "reused")
+            results.append(StageResult(stage.name, stage.key, stage.tag, existing, True, 0.0))
+        else:
+            report(stage.name, "building")
+            started = time.monotonic()
+            log_path = logs_dir / f"{stage.name}-{stage.key}.log"
+            built = engine.build(stage.dockerfile, spec.files, stage.tag, stage_labels(stage),
+                                 spec.buildargs, log_path, network=config.build.network)
+            versions = installed_versions(engine, stage.tag, sorted(spec.pins))
+            banners = compiler_banners(engine, stage.tag, sorted(spec.compilers))
+            try:
+                check_pins(stage.name, spec.pins, versions)
+                check_compilers(stage.name, spec.compilers, banners)
+            except BuildError:
+                engine.remove_image(stage.tag)  # a mismatching image must not be reused later
+                raise
+            results.append(StageResult(stage.name, stage.key, stage.tag, built.image_id, False,
+                                       time.monotonic() - started, log_path, versions, banners))
+            report(stage.name, "built")
+        parent_ref, parent_id = stage.tag, results[-1].image_id
+    return results

@@ -1,0 +1,66 @@
+"""Shared fixtures. Docker-backed tests run against the real daemon: under CI=true a
+missing daemon is a failure, never a skip; on a developer machine without Docker they
+are skipped with the reason."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parent.parent
+HOST_CA = os.environ.get("PIP_CERT") or "/etc/ssl/certs/ca-certificates.crt"
+BASE_TAG = "builder/debian:bookworm-minbase"
+
+
+def run_builder(*args: str, config: Path | None = None, env: dict[str, str] | None = None,
+                check: bool = False, timeout: float = 1800, cwd: Path | None = None
+                ) -> subprocess.CompletedProcess[str]:
+    """Run the real `builder` CLI in a subprocess, as a user would."""
+    command = [sys.executable, "-m", "builder"]
+    if config is not None:
+        command += ["--config", str(config)]
+    full_env = {**os.environ, **(env or {})}
+    done = subprocess.run([*command, *args], capture_output=True, text=True, env=full_env,
+                          timeout=timeout, cwd=cwd)
+    if check and done.returncode != 0:
+        raise AssertionError(f"builder {' '.join(args)} failed ({done.returncode}):\n"
+                             f"{done.stdout}\n{done.stderr}")
+    return done
+
+
+def write_config(path: Path, data_dir: Path, extra: str = "") -> Path:
+    """A builder.toml for tests: the host's CA bundle (so pip in containers reaches PyPI
+    through this machine's TLS proxy), a private data dir, plus ``extra`` TOML."""
+    path.write_text(
+        f'data_dir = "{data_dir}"\n'
+        f"[base]\nimage = \"{BASE_TAG}\"\n"
+        f"[ca]\nextra_certificates = \"{HOST_CA}\"\n" + extra
+    )
+    return path
+
+
+@pytest.fixture(scope="session")
+def engine():
+    from builder.engine import Engine
+    from builder.errors import DockerUnavailable
+
+    try:
+        return Engine()
+    except DockerUnavailable as exc:
+        if os.environ.get("CI"):
+            pytest.fail(f"Docker is required under CI: {exc}")
+        pytest.skip(f"no Docker daemon: {exc}")
+
+
+@pytest.fixture(scope="session")
+def base_image(engine, tmp_path_factory) -> str:
+    """The bootstrapped base image, made once per machine through the real command."""
+    if engine.image_id(BASE_TAG) is None:
+        data = tmp_path_factory.mktemp("bootstrap")
+        cfg = write_config(data / "builder.toml", data)
+        run_builder("base", "bootstrap", config=cfg, check=True)
+    return BASE_TAG

@@ -1,0 +1,119 @@
+"""Stage images against the real Docker daemon: bootstrap, build, reuse, pins."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from tests.conftest import HOST_CA, run_builder, write_config
+
+pytestmark = pytest.mark.docker
+
+
+def images(cfg, *extra):
+    done = run_builder("images", "--json", *extra, config=cfg, check=True)
+    return {r["name"]: r for r in json.loads(done.stdout)}
+
+
+@pytest.fixture(scope="module")
+def cfg(tmp_path_factory, base_image):
+    data = tmp_path_factory.mktemp("images")
+    return write_config(data / "builder.toml", data)
+
+
+@pytest.fixture(scope="module")
+def first_run(cfg):
+    return images(cfg)
+
+
+def test_bootstrap_is_skipped_when_tag_exists(cfg, engine, base_image):
+    before = engine.image_id(base_image)
+    done = run_builder("base", "bootstrap", config=cfg, check=True)
+    assert "skipped" in done.stdout
+    assert engine.image_id(base_image) == before
+
+
+def test_stages_build_and_carry_labels(first_run, engine):
+    assert list(first_run) == ["base", "toolchain", "python"]
+    for name, result in first_run.items():
+        assert result["tag"] == f"builder/{name}:{result['key']}"
+        labels = engine.image_labels(result["tag"])
+        assert labels["builder.key"] == result["key"]
+        assert labels["builder.stage"] == name
+    # Each stage's parent is the previous stage's image.
+    assert engine.image_labels(first_run["python"]["tag"])["builder.parent-id"] == first_run["toolchain"]["image_id"]
+
+
+def test_second_run_reuses_every_stage(cfg, first_run, engine):
+    second = images(cfg)
+    assert all(r["reused"] for r in second.values()), second
+    assert {n: r["image_id"] for n, r in second.items()} == {n: r["image_id"] for n, r in first_run.items()}
+
+
+def test_compilers_match_pins(first_run, engine):
+    from builder.engine import ContainerSpec
+    from builder.images import installed_versions
+
+    tag = first_run["toolchain"]["tag"]
+    result = engine.run(ContainerSpec(image=tag, network="none",
+                                      command=["sh", "-c", "gcc --version; clang --version; g++ --version"]))
+    assert "gcc (Debian 12.2.0-14+deb12u1) 12.2.0" in result.output
+    assert "Debian clang version 14.0.6" in result.output
+    versions = installed_versions(engine, tag, ["gcc-12", "clang-14", "ccache", "cmake", "ninja-build"])
+    assert versions == {"gcc-12": "12.2.0-14+deb12u1", "clang-14": "1:14.0.6-12",
+                        "ccache": "4.8+really4.7.5-1", "cmake": "3.25.1-1", "ninja-build": "1.11.1-2~deb12u1"}
+
+
+def test_extra_ca_is_trusted_in_images(first_run, engine):
+    """The host's CA bundle reached the image (pip reached PyPI through it to build python)."""
+    from builder.engine import ContainerSpec
+
+    result = engine.run(ContainerSpec(
+        image=first_run["python"]["tag"], network="none",
+        command=["cat", "/usr/local/share/ca-certificates/builder-extra.crt"]))
+    with open(HOST_CA) as fh:
+        assert result.output == fh.read()
+
+
+def test_changing_one_pin_rebuilds_that_stage_and_after_only(tmp_path, first_run, engine):
+    changed = write_config(tmp_path / "builder.toml", tmp_path,
+                           '[python]\nrequirements = ["setuptools==80.9.0", "wheel==0.45.1", "packaging==24.2"]\n')
+    result = images(changed)
+    assert result["base"]["reused"] and result["toolchain"]["reused"]
+    assert result["base"]["image_id"] == first_run["base"]["image_id"]
+    assert result["toolchain"]["image_id"] == first_run["toolchain"]["image_id"]
+    assert not result["python"]["reused"]
+    assert result["python"]["key"] != first_run["python"]["key"]
+    from builder.engine import ContainerSpec
+
+    freeze = engine.run(ContainerSpec(image=result["python"]["tag"], network="none",
+                                      command=["cat", "/opt/venv/builder-freeze.txt"])).output
+    assert "packaging==24.2" in freeze
+
+
+def test_unavailable_pin_is_a_clear_error(tmp_path, first_run, engine):
+    bad = write_config(tmp_path / "builder.toml", tmp_path, "")
+    text = bad.read_text().replace('[base]\n', '[base]\nca_certificates = "1999.0-1"\n')
+    bad.write_text(text)
+    done = run_builder("images", "--stage", "base", config=bad)
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: stage image builder/base:") and "see the log" in last
+    assert "1999.0-1" in (tmp_path / "logs" / "images").joinpath(
+        next(p.name for p in (tmp_path / "logs" / "images").iterdir())).read_text()
+    key = last.split("builder/base:")[1].split()[0]
+    assert engine.image_id(f"builder/base:{key}") is None
+
+
+def test_dry_run_builds_nothing(tmp_path, first_run):
+    cfg = write_config(tmp_path / "builder.toml", tmp_path, '[python]\nrequirements = ["wheel==0.44.0"]\n')
+    done = run_builder("images", "--dry-run", config=cfg, check=True)
+    assert "would build" in done.stdout and "wheel==0.44.0" in done.stdout
+    assert f"{first_run['toolchain']['tag']} (exists, reuse)" in done.stdout
+
+
+def test_render_writes_dockerfiles(tmp_path, cfg, first_run):
+    done = run_builder("render", "--out", str(tmp_path / "out"), config=cfg, check=True)
+    assert (tmp_path / "out" / "toolchain.Dockerfile").read_text().startswith("# builder stage: toolchain")
+    assert first_run["python"]["tag"] in done.stdout

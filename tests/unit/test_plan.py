@@ -1,0 +1,118 @@
+import dataclasses
+
+import pytest
+
+from builder.config import load_config
+from builder.errors import BuildError, ConfigError
+from builder.plan import image_stages, render_stage, select_stages, stage_key, upstream_version
+from builder.render import render_template
+
+
+def keys(cfg, base_id="sha256:base"):
+    """Keys of the three stages, chaining a fake parent ID derived from the parent key."""
+    out = {}
+    parent_ref, parent_id = cfg.base.image, base_id
+    for spec in image_stages(cfg):
+        stage = render_stage(spec, parent_ref, parent_id)
+        out[spec.name] = stage.key
+        parent_ref, parent_id = stage.tag, "sha256:" + stage.key
+    return out
+
+
+def test_keys_are_stable():
+    cfg = load_config(None, {})
+    assert keys(cfg) == keys(cfg)
+
+
+def test_changing_a_toolchain_pin_changes_toolchain_and_after_only():
+    cfg = load_config(None, {})
+    changed = load_config(None, {"BUILDER_TOOLCHAIN_CMAKE": "3.25.1-2"})
+    before, after = keys(cfg), keys(changed)
+    assert before["base"] == after["base"]
+    assert before["toolchain"] != after["toolchain"]
+    assert before["python"] != after["python"]
+
+
+def test_changing_a_python_requirement_changes_python_only():
+    cfg = load_config(None, {})
+    changed = load_config(None, {"BUILDER_PYTHON_REQUIREMENTS": "setuptools==70.0.0"})
+    before, after = keys(cfg), keys(changed)
+    assert before["base"] == after["base"] and before["toolchain"] == after["toolchain"]
+    assert before["python"] != after["python"]
+
+
+def test_parent_id_changes_every_key():
+    cfg = load_config(None, {})
+    before, after = keys(cfg, "sha256:one"), keys(cfg, "sha256:two")
+    assert all(before[s] != after[s] for s in before)
+
+
+def test_template_text_changes_key(tmp_path):
+    cfg = load_config(None, {})
+    spec = image_stages(cfg)[2]
+    (tmp_path / spec.template).write_text("FROM {{ parent }}\n")
+    one = render_stage(spec, "p", "sha256:p", tmp_path)
+    (tmp_path / spec.template).write_text("FROM {{ parent }}\nRUN true\n")
+    two = render_stage(spec, "p", "sha256:p", tmp_path)
+    assert one.key != two.key
+
+
+def test_key_covers_files_and_buildargs():
+    base = stage_key("s", "FROM x", "sha256:1", {}, {})
+    assert stage_key("s", "FROM x", "sha256:1", {}, {"ca.crt": b"a"}) != base
+    assert stage_key("s", "FROM x", "sha256:1", {"A": "1"}, {}) != base
+    assert stage_key("s", "FROM x", "sha256:1", {}, {"ca.crt": b"a"}) != stage_key(
+        "s", "FROM x", "sha256:1", {}, {"ca.crt": b"b"})
+    assert stage_key("s", "FROM x", "sha256:1", {}, {}) == base
+
+
+def test_extra_ca_is_a_copied_file(tmp_path):
+    pem = tmp_path / "ca.pem"
+    pem.write_text("-----BEGIN CERTIFICATE-----\nabc\n-----END CERTIFICATE-----\n")
+    cfg = load_config(None, {"BUILDER_CA_EXTRA_CERTIFICATES": str(pem)})
+    base = image_stages(cfg)[0]
+    assert base.files == {"extra-ca.crt": pem.read_bytes()}
+    stage = render_stage(base, cfg.base.image, "sha256:x")
+    assert "COPY extra-ca.crt" in stage.dockerfile
+    no_ca = render_stage(image_stages(load_config(None, {}))[0], cfg.base.image, "sha256:x")
+    assert no_ca.key != stage.key
+
+
+def test_extra_ca_must_be_pem(tmp_path):
+    bogus = tmp_path / "ca.pem"
+    bogus.write_text("not a cert")
+    with pytest.raises(ConfigError, match="no PEM certificate"):
+        image_stages(load_config(None, {"BUILDER_CA_EXTRA_CERTIFICATES": str(bogus)}))
+
+
+def test_rendered_toolchain_pins_exact_versions():
+    cfg = load_config(None, {})
+    stage = render_stage(image_stages(cfg)[1], "builder/base:k", "sha256:k")
+    assert "gcc-12=12.2.0-14+deb12u1" in stage.dockerfile
+    assert "clang-14=1:14.0.6-12" in stage.dockerfile
+    assert "FROM builder/base:k" in stage.dockerfile
+
+
+def test_missing_variable_fails(tmp_path):
+    (tmp_path / "t.j2").write_text("FROM {{ parent }}\nRUN echo {{ missing | q }}\n")
+    with pytest.raises(BuildError, match="'missing' is undefined"):
+        render_template("t.j2", {"parent": "x"}, tmp_path)
+
+
+def test_select_stages():
+    specs = image_stages(load_config(None, {}))
+    assert [s.name for s in select_stages(specs, "toolchain")] == ["base", "toolchain"]
+    with pytest.raises(ConfigError, match="unknown stage"):
+        select_stages(specs, "torch2")
+
+
+def test_upstream_version():
+    assert upstream_version("1:14.0.6-12") == "14.0.6"
+    assert upstream_version("12.2.0-14+deb12u1") == "12.2.0"
+    assert upstream_version("3.25.1") == "3.25.1"
+
+
+def test_specs_are_frozen():
+    spec = image_stages(load_config(None, {}))[0]
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        spec.name = "x"  # type: ignore[misc]
