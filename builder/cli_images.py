@@ -16,7 +16,7 @@ from builder.config import Config
 from builder.console import err, out
 from builder.engine import Engine
 from builder.errors import BuilderError
-from builder.images import StageResult, build_stages, ensure_parent
+from builder.images import StageResult, build_stages, prepare_base
 from builder.plan import image_stages, render_stage, select_stages
 
 base_app = typer.Typer(help="Manage the base OS image.", no_args_is_help=True)
@@ -87,14 +87,6 @@ def render_cmd(
             out.print(item.dockerfile, markup=False, end="")
 
 
-def _bootstrap_if_needed(engine: Engine, cfg: Config) -> str:
-    if engine.image_id(cfg.base.image) is None and cfg.base.bootstrap and "@" not in cfg.base.image:
-        err.print(f"base image {cfg.base.image} missing: bootstrapping it from {cfg.base.mirror} ...")
-        result = bootstrap_base(engine, cfg, cfg.logs_dir / "bootstrap.log")
-        err.print(f"bootstrapped {result.tag} in {result.seconds:.1f} s")
-    return ensure_parent(engine, cfg)
-
-
 def summary_table(results: list[StageResult], total: float) -> Table:
     table = Table(title=f"stages ({total:.1f} s)")
     for column in ("stage", "key", "image", "status", "seconds"):
@@ -109,7 +101,7 @@ def run_images(cfg: Config, stage: str | None = None, force: tuple[str, ...] = (
                as_json: bool = False) -> list[StageResult]:
     engine = Engine()
     started = time.monotonic()
-    base_id = _bootstrap_if_needed(engine, cfg)
+    base_id = prepare_base(engine, cfg, err.print)
     specs = select_stages(image_stages(cfg), stage)
 
     def report(name: str, event: str) -> None:
@@ -124,6 +116,15 @@ def run_images(cfg: Config, stage: str | None = None, force: tuple[str, ...] = (
     return results
 
 
+def print_dry_run(cfg: Config, stage: str | None) -> None:
+    engine = _try_engine()
+    for item in _rendered(cfg, stage, engine):
+        exists = bool(engine and engine.image_id(item.tag))
+        out.print(f"# ---- stage {item.name}: {item.tag} ({'exists, reuse' if exists else 'would build'})",
+                  markup=False)
+        out.print(item.dockerfile, markup=False, end="")
+
+
 @app.command("images")
 @handle_errors
 def images_cmd(
@@ -135,12 +136,7 @@ def images_cmd(
     """Build the layered stage images (base -> toolchain -> python), reusing unchanged ones."""
     cfg = get_config()
     if dry_run:
-        engine = _try_engine()
-        for item in _rendered(cfg, stage, engine):
-            exists = bool(engine and engine.image_id(item.tag))
-            out.print(f"# ---- stage {item.name}: {item.tag} ({'exists, reuse' if exists else 'would build'})",
-                      markup=False)
-            out.print(item.dockerfile, markup=False, end="")
+        print_dry_run(cfg, stage)
         return
     run_images(cfg, stage, tuple(force), as_json)
 

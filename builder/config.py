@@ -85,6 +85,14 @@ class BuildConfig:
 
 
 @dataclass(frozen=True)
+class PrebuiltConfig:
+    """Where prebuilt wheels (torch by version, their dependencies) are fetched from."""
+
+    index_url: str = "https://pypi.org/simple"
+    find_links: list[str] = field(default_factory=list)  # extra dirs/URLs searched first
+
+
+@dataclass(frozen=True)
 class IndexConfig:
     dir: str = ""  # empty: <data_dir>/index
 
@@ -112,6 +120,7 @@ class Config:
     ca: CAConfig = field(default_factory=CAConfig)
     build: BuildConfig = field(default_factory=BuildConfig)
     index: IndexConfig = field(default_factory=IndexConfig)
+    prebuilt: PrebuiltConfig = field(default_factory=PrebuiltConfig)
     repos: ReposConfig = field(default_factory=ReposConfig)
     cache: CacheConfig = field(default_factory=CacheConfig)
     data_dir: str = field(default_factory=default_data_dir)
@@ -147,6 +156,9 @@ _CHECKS: dict[str, Callable[[Any, str], Any]] = {
     "python.package_version": validate.deb_version,
     "python.requirements": lambda v, f: [validate.requirement(x, f) for x in v],
     "python.index_url": validate.http_url,
+    "prebuilt.index_url": validate.http_url,
+    "prebuilt.find_links": lambda v, f: [_match(x, f, r"^(/|file://|https?://)[^\s;|&$`'\"<>]*$", "path or URL")
+                                         for x in v],
     "build.network": lambda v, f: _match(v, f, r"^(host|none|default|bridge)$", "network (host, none)"),
     "build.user": lambda v, f: _match(v, f, r"^([0-9]+(:[0-9]+)?)?$", "uid[:gid]"),
     "repos.torch": validate.repo_url,

@@ -93,6 +93,17 @@ def compiler_banners(engine: Engine, image: str, commands: list[str]) -> dict[st
     return banners
 
 
+def prepare_base(engine: Engine, config: Config, note: Callable[[str], None]) -> str:
+    """The base image's ID, bootstrapping it first when it is missing and allowed."""
+    from builder.bootstrap import bootstrap_base
+
+    if engine.image_id(config.base.image) is None and config.base.bootstrap and "@" not in config.base.image:
+        note(f"base image {config.base.image} missing: bootstrapping it from {config.base.mirror} ...")
+        result = bootstrap_base(engine, config, config.logs_dir / "bootstrap.log")
+        note(f"bootstrapped {result.tag} in {result.seconds:.1f} s")
+    return ensure_parent(engine, config)
+
+
 def ensure_parent(engine: Engine, config: Config) -> str:
     image_id = engine.image_id(config.base.image)
     if image_id is None:

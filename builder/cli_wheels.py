@@ -1,0 +1,77 @@
+"""`builder wheels`: build (or fetch) torch and torch_xla wheels into the local index."""
+
+from __future__ import annotations
+
+import json
+
+import typer
+from rich.table import Table
+
+from builder.cli import app, get_config, handle_errors
+from builder.console import err, out
+from builder.pipeline import Report, Request, run_wheels
+
+
+def report_table(report: Report) -> Table:
+    table = Table(title=f"builder wheels ({report.seconds:.1f} s, {report.jobs} jobs, smoke {report.smoke})")
+    for column in ("step", "key", "status", "seconds", "ccache", "wheel", "sha256"):
+        table.add_column(column)
+    for s in report.stages:
+        table.add_row(f"image {s.name}", s.key[:12], "reused" if s.reused else "built", f"{s.seconds:.1f}",
+                      "", "", "")
+    for o in report.steps:
+        table.add_row(o.project, o.key[:12], o.status, f"{o.seconds:.1f}",
+                      o.ccache.summary() if o.ccache else "", o.filename, o.sha256[:16])
+    return table
+
+
+def report_json(report: Report) -> dict:
+    return {
+        "seconds": round(report.seconds, 3),
+        "jobs": report.jobs,
+        "smoke": report.smoke,
+        "stages": [{"name": s.name, "key": s.key, "tag": s.tag, "image_id": s.image_id, "reused": s.reused,
+                    "seconds": round(s.seconds, 3)} for s in report.stages],
+        "wheels": [{"recipe": o.recipe, "project": o.project, "status": o.status, "filename": o.filename,
+                    "version": o.version, "sha256": o.sha256, "key": o.key, "source_sha": o.source_sha,
+                    "seconds": round(o.seconds, 3), "ccache": o.ccache.as_dict() if o.ccache else None,
+                    "log": str(o.log_path) if o.log_path else None} for o in report.steps],
+    }
+
+
+@app.command("wheels")
+@handle_errors
+def wheels_cmd(
+    torch: str = typer.Option(..., "--torch", help="torch ref (branch, tag, SHA) to build, or a prebuilt version."),
+    xla: str = typer.Option(None, "--xla", help="torch_xla ref to build, or a prebuilt version."),
+    torch_repo: str = typer.Option(None, "--torch-repo", help="torch git URL (default: \\[repos] torch)."),
+    xla_repo: str = typer.Option(None, "--xla-repo", help="torch_xla git URL (default: \\[repos] xla)."),
+    jobs: int = typer.Option(0, "--jobs", "-j", help="Parallel compile jobs (default: by cores and memory)."),
+    no_smoke: bool = typer.Option(False, "--no-smoke", help="Skip installing and importing the wheels."),
+    force_smoke: bool = typer.Option(False, "--force-smoke", help="Run the smoke check even if it passed before."),
+    torch_version: str = typer.Option("", "--torch-version", help="PYTORCH_BUILD_VERSION for a source build."),
+    xla_version: str = typer.Option("", "--xla-version", help="TORCH_XLA_VERSION for a source build."),
+    index_dir: str = typer.Option(None, "--dir", help="Local index directory (default: \\[index] dir)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON on stdout."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan; build nothing."),
+) -> None:
+    """Build torch (and torch_xla) wheels from git refs into the local index, reusing what is unchanged."""
+    cfg = get_config({"index.dir": index_dir})
+    request = Request(torch=torch, xla=xla, torch_repo=torch_repo, xla_repo=xla_repo, jobs=jobs,
+                      smoke=not no_smoke, force_smoke=force_smoke, torch_version=torch_version, xla_version=xla_version)
+    if dry_run:
+        from builder.cli_images import print_dry_run
+        from builder.pipeline import plan_targets
+
+        for target in plan_targets(cfg, request):
+            ref = target.ref
+            what = f"prebuilt {target.version}" if ref is None else f"{ref.ref} = {ref.sha} ({ref.url})"
+            out.print(f"# {target.recipe}: {what}", markup=False)
+        print_dry_run(cfg, None)
+        return
+    report = run_wheels(cfg, request, lambda text: err.print(text, markup=False, highlight=False))
+    if as_json:
+        out.print_json(json.dumps(report_json(report)))
+    else:
+        err.print(report_table(report))
+        out.print(f"index: {cfg.index_dir}/simple/", markup=False)

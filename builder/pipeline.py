@@ -1,0 +1,236 @@
+"""`builder wheels`: refs -> images -> torch wheel -> xla wheel -> smoke check, planned first.
+
+Decisions (what to build, what is prebuilt) are made from the request before any
+Docker call, and every ref is resolved before anything is built, so a typo costs one
+``git ls-remote``. Prebuilt binaries are preferred where the user names a version.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from packaging.version import InvalidVersion, Version
+
+from builder import validate
+from builder.ccache import CCACHE_MOUNT, config_text, parse_location
+from builder.config import Config
+from builder.engine import ContainerSpec, Engine, Mount
+from builder.errors import BuildError, ConfigError, IndexError_
+from builder.fetch import fetch
+from builder.images import StageResult, build_stages, prepare_base
+from builder.index import DirectoryIndex, Entry
+from builder.plan import image_stages
+from builder.recipes import BuildContext, get_recipe
+from builder.recipes.base import INDEX_MOUNT, Recipe, pip_from_local_index
+from builder.refs import ResolvedRef, is_version, resolve_ref
+from builder.resources import choose_jobs
+from builder.sources import checkout, commit_time, update_mirror
+from builder.wheelstep import StepMounts, StepOutcome, container_env, find_reusable, run_step, wheel_key
+
+Note = Callable[[str], None]
+
+
+@dataclass(frozen=True)
+class Target:
+    """One package of the request: built from a resolved ref, or a prebuilt version."""
+
+    recipe: str
+    version: str = ""  # prebuilt version, when set
+    ref: ResolvedRef | None = None
+
+
+@dataclass(frozen=True)
+class Request:
+    torch: str
+    xla: str | None = None
+    torch_repo: str | None = None
+    xla_repo: str | None = None
+    jobs: int = 0
+    smoke: bool = True
+    torch_version: str = ""  # PYTORCH_BUILD_VERSION for a source build
+    xla_version: str = ""
+    force_smoke: bool = False
+
+
+@dataclass
+class Report:
+    stages: list[StageResult] = field(default_factory=list)
+    steps: list[StepOutcome] = field(default_factory=list)
+    smoke: str = "skipped"
+    jobs: int = 0
+    seconds: float = 0.0
+
+
+def plan_targets(cfg: Config, request: Request) -> list[Target]:
+    """Resolve refs (git ls-remote) or accept versions; nothing is built yet."""
+    targets = []
+    for name, spec, repo in (("torch", request.torch, request.torch_repo or cfg.repos.torch),
+                             ("xla", request.xla, request.xla_repo or cfg.repos.xla)):
+        if spec is None:
+            continue
+        if is_version(spec):
+            targets.append(Target(name, version=validate.py_version(spec, f"--{name}")))
+        else:
+            targets.append(Target(name, ref=resolve_ref(repo, spec)))
+    return targets
+
+
+def find_prebuilt(index: DirectoryIndex, project: str, version: str) -> Entry | None:
+    """The wheel of ``project`` whose version is ``version`` (a local ``+cpu`` label allowed)."""
+    wanted = Version(version)
+    matches = []
+    for entry in index.entries():
+        if entry.normalized != project.replace("_", "-").lower() and entry.name != project:
+            continue
+        try:
+            have = Version(entry.version)
+        except InvalidVersion:
+            continue
+        if have == wanted or (not wanted.local and have.public == wanted.public):
+            matches.append(entry)
+    return max(matches, key=lambda e: e.filename) if matches else None
+
+
+def ensure_prebuilt(cfg: Config, index: DirectoryIndex, recipe: Recipe, version: str, note: Note) -> StepOutcome:
+    entry = find_prebuilt(index, recipe.project, version)
+    if entry is None:
+        note(f"{recipe.project} {version}: not in the local index, fetching it with its dependencies ...")
+        fetch([f"{recipe.project}=={version}"], index, Path(cfg.data_dir) / "downloads", cfg.python.version,
+              cfg.prebuilt.index_url, cfg.prebuilt.find_links, log=cfg.logs_dir / f"fetch-{recipe.name}.log")
+        entry = find_prebuilt(index, recipe.project, version)
+    if entry is None:
+        raise IndexError_(f"no {recipe.project} {version} wheel for this interpreter in the index",
+                          "import one with `builder index add FILE` or set [prebuilt] find_links")
+    return StepOutcome(recipe.name, recipe.project, "prebuilt", entry.filename, entry.version, entry.sha256)
+
+
+def prepare_ccache(engine: Engine, cfg: Config, image: str) -> str:
+    """Create the cache (volume or dir) and write its shared config; returns the mount source."""
+    location = parse_location(cfg.cache.ccache, "cache.ccache")
+    if location.kind == "volume":
+        engine.ensure_volume(location.value)
+    else:
+        Path(location.value).mkdir(parents=True, exist_ok=True)
+    compiler_check = f"string:gcc-12={cfg.toolchain.gcc},clang-14={cfg.toolchain.clang}"
+    text = config_text(cfg.cache.ccache_max_size, compiler_check, cfg.cache.ccache_remote)
+    script = (f'printf %s "$CONF" > {CCACHE_MOUNT}/ccache.conf && chmod 2777 {CCACHE_MOUNT} '
+              f"&& chmod 0664 {CCACHE_MOUNT}/ccache.conf")
+    result = engine.run(ContainerSpec(image=image, command=["sh", "-c", script], environment={"CONF": text},
+                                      mounts=[Mount(location.docker_source, CCACHE_MOUNT)], network="none",
+                                      user="0:0"))
+    if result.exit_code != 0:
+        raise BuildError(f"cannot write the ccache config into {location.describe()}: {result.output.strip()}")
+    return location.docker_source
+
+
+def prepare_bazel_cache(engine: Engine, cfg: Config) -> str:
+    location = parse_location(cfg.cache.bazel, "cache.bazel")
+    if location.kind == "volume":
+        engine.ensure_volume(location.value)
+    else:
+        Path(location.value).mkdir(parents=True, exist_ok=True)
+    return location.docker_source
+
+
+def smoke_check(engine: Engine, index: DirectoryIndex, image: str, outcomes: list[StepOutcome],
+                log_path: Path) -> None:
+    """Install the wheels in a fresh container from the index alone (no network) and run
+    each recipe's smoke code."""
+    requirements = [f"{o.project}=={o.version}" for o in outcomes]
+    code = "\n".join(get_recipe(o.recipe).smoke_code() for o in outcomes)
+    script = f"set -eu\nmkdir -p $HOME\n{pip_from_local_index(*requirements)}\ncd /tmp\npython -c \"$SMOKE\"\n"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    with log_path.open("w") as log:
+        result = engine.run(ContainerSpec(
+            image=image, command=["sh", "-c", script], environment={"SMOKE": code, "HOME": "/tmp/home"},
+            mounts=[Mount(str(index.root), INDEX_MOUNT, read_only=True)], network="none",
+            labels={"builder.step": "smoke"}), log)
+    if result.exit_code != 0:
+        tail = "\n".join(result.output.strip().splitlines()[-5:])
+        raise BuildError(f"smoke check of {', '.join(requirements)} failed (exit {result.exit_code}): {tail}",
+                         f"see the log {log_path}")
+
+
+def build_target(engine: Engine, cfg: Config, index: DirectoryIndex, recipe: Recipe, ref: ResolvedRef,
+                 request: Request, report: Report, stage: StageResult, torch_outcome: StepOutcome | None,
+                 note: Note) -> StepOutcome:
+    """Reuse the wheel whose key is already in the index, else check out and compile."""
+    against_torch = torch_outcome if recipe.name != "torch" else None
+    ctx = BuildContext(
+        jobs=report.jobs, source_date_epoch=0,
+        version=request.torch_version if recipe.name == "torch" else request.xla_version,
+        torch_requirement=f"torch=={against_torch.version}" if against_torch else "",
+        bazel_remote=cfg.cache.bazel_remote, cache_silo=f"builder-{stage.key}")
+    mirror = update_mirror(Path(cfg.data_dir) / "mirrors", ref.url, ref.sha)
+    ctx = replace(ctx, source_date_epoch=commit_time(mirror, ref.sha))
+    torch_sha = against_torch.sha256 if against_torch else ""
+    key = wheel_key(recipe, stage.image_id, ref.sha, container_env(recipe, ctx), torch_sha)
+    reused = find_reusable(index, recipe, key, ref.sha)
+    if reused is not None:
+        return reused
+    note(f"{recipe.project}: {ref.ref} = {ref.sha[:12]}, checking out ...")
+    tree = checkout(mirror, ref.url, ref.sha, Path(cfg.data_dir) / "src" / recipe.name)
+    mounts = StepMounts(prepare_ccache(engine, cfg, stage.tag), prepare_bazel_cache(engine, cfg), index.root)
+    note(f"{recipe.project}: building in {stage.tag} with {report.jobs} jobs ...")
+    return run_step(
+        engine, index, recipe, ctx, tree, key, stage.tag, stage.image_id, mounts, Path(cfg.data_dir) / "work",
+        cfg.logs_dir / "wheels" / f"{recipe.name}-{ref.sha[:12]}.log", network=cfg.build.network,
+        user=cfg.build.user or None, nano_cpus=int(cfg.build.cpu_limit * 1e9) or None,
+        mem_limit=f"{int(cfg.build.memory_limit_gib * 1024)}m" if cfg.build.memory_limit_gib else None,
+        torch_sha256=torch_sha)
+
+
+def smoke_key(image_id: str, outcomes: list[StepOutcome]) -> str:
+    code = "\n".join(get_recipe(o.recipe).smoke_code() for o in outcomes)
+    payload = json.dumps([image_id, sorted(o.sha256 for o in outcomes), code])
+    return hashlib.sha256(payload.encode()).hexdigest()[:32]
+
+
+def run_smoke(engine: Engine, cfg: Config, index: DirectoryIndex, stage: StageResult,
+              outcomes: list[StepOutcome], force: bool) -> str:
+    """Smoke-check the wheels, unless this exact set (same image, same wheel bytes) passed before."""
+    key = smoke_key(stage.image_id, outcomes)
+    record = Path(cfg.data_dir) / "smoke" / f"{key}.json"
+    if record.is_file() and not force:
+        return "reused"
+    smoke_check(engine, index, stage.tag, outcomes, cfg.logs_dir / "smoke.log")
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text(json.dumps({"key": key, "wheels": [o.filename for o in outcomes], "passed": time.time()}))
+    return "passed"
+
+
+def run_wheels(cfg: Config, request: Request, note: Note) -> Report:
+    started = time.monotonic()
+    report = Report()
+    if request.xla is not None and request.torch is None:  # pragma: no cover - CLI requires --torch
+        raise ConfigError("--xla needs --torch (a ref to build, or a prebuilt version)")
+    targets = plan_targets(cfg, request)  # bad refs fail here, before any Docker call
+    engine = Engine()
+    index = DirectoryIndex(cfg.index_dir)
+    base_id = prepare_base(engine, cfg, note)
+    report.stages = build_stages(engine, cfg, image_stages(cfg), lambda s, e: note(f"stage {s}: {e}"),
+                                 cfg.logs_dir / "images", base_id)
+    python_stage = report.stages[-1]
+    report.jobs = choose_jobs(request.jobs or cfg.build.jobs, cfg.build.memory_per_job_gib)
+    torch_outcome: StepOutcome | None = None
+    for target in targets:
+        recipe = get_recipe(target.recipe)
+        if target.version:
+            outcome = ensure_prebuilt(cfg, index, recipe, target.version, note)
+        else:
+            assert target.ref is not None
+            outcome = build_target(engine, cfg, index, recipe, target.ref, request, report, python_stage,
+                                   torch_outcome, note)
+        note(f"{recipe.project}: {outcome.status} {outcome.filename}")
+        report.steps.append(outcome)
+        if recipe.name == "torch":
+            torch_outcome = outcome
+    if request.smoke:
+        report.smoke = run_smoke(engine, cfg, index, python_stage, report.steps, request.force_smoke)
+    report.seconds = time.monotonic() - started
+    return report

@@ -1,0 +1,24 @@
+"""Recipes: what is specific to one package (env, commands, smoke check).
+
+Adding a package (say torchvision) means one new recipe module registered here,
+not edits across the tree.
+"""
+
+from __future__ import annotations
+
+from builder.errors import ConfigError
+from builder.recipes.base import BuildContext, Recipe
+from builder.recipes.torch import TorchRecipe
+from builder.recipes.xla import XlaRecipe
+
+RECIPES: dict[str, Recipe] = {"torch": TorchRecipe(), "xla": XlaRecipe()}
+
+
+def get_recipe(name: str) -> Recipe:
+    try:
+        return RECIPES[name]
+    except KeyError:
+        raise ConfigError(f"no recipe named {name!r}", f"known: {', '.join(RECIPES)}") from None
+
+
+__all__ = ["BuildContext", "Recipe", "RECIPES", "get_recipe"]

@@ -1,0 +1,82 @@
+"""The recipe interface and the container script shared by all recipes."""
+
+from __future__ import annotations
+
+import shlex
+from dataclasses import dataclass, field
+
+from builder.ccache import CCACHE_MOUNT, SOURCE_ROOT
+
+INDEX_MOUNT = "/index"
+OUT_MOUNT = "/out"
+BAZEL_CACHE_MOUNT = "/bazel-cache"
+
+
+@dataclass(frozen=True)
+class BuildContext:
+    """Per-build values a recipe turns into env and commands."""
+
+    jobs: int
+    source_date_epoch: int
+    version: str = ""  # explicit wheel version (nightlies); empty: the source's own
+    torch_requirement: str = ""  # "torch==X" for packages built against torch
+    bazel_remote: str = ""
+    cache_silo: str = "builder"
+    extra_env: dict[str, str] = field(default_factory=dict)
+
+
+class Recipe:
+    """One package's build. Subclasses set the names and override the hooks."""
+
+    name: str = ""  # recipe / CLI name: torch, xla
+    project: str = ""  # wheel project name: torch, torch_xla
+    repo_key: str = ""  # [repos] key in the config
+    import_name: str = ""  # module the smoke check imports
+
+    @property
+    def source_dir(self) -> str:
+        return f"{SOURCE_ROOT}/{self.name}"
+
+    def env(self, ctx: BuildContext) -> dict[str, str]:
+        """Environment of the build (all of it is recorded and keyed, but ``unkeyed_env``)."""
+        raise NotImplementedError
+
+    def unkeyed_env(self) -> set[str]:
+        """Variables that change speed, not output (e.g. job counts, cache dirs)."""
+        return {"MAX_JOBS", "CCACHE_DIR", "HOME", "BAZEL_JOBS"}
+
+    def prepare_lines(self, ctx: BuildContext) -> list[str]:
+        """Shell lines run before the build (e.g. install torch from the local index)."""
+        return []
+
+    def build_command(self) -> list[str]:
+        raise NotImplementedError
+
+    def smoke_code(self) -> str:
+        raise NotImplementedError
+
+    def script(self, ctx: BuildContext) -> str:
+        """The whole container script: stats, prepare, build, stats. Values are quoted."""
+        lines = [
+            "set -eu",
+            "umask 002",
+            'mkdir -p "$HOME"',
+            f"ccache --print-stats > {OUT_MOUNT}/ccache-before.tsv 2>/dev/null || true",
+            *self.prepare_lines(ctx),
+            f"cd {shlex.quote(self.source_dir)}",
+            " ".join(shlex.quote(a) for a in self.build_command()),
+            f"ccache --print-stats > {OUT_MOUNT}/ccache-after.tsv 2>/dev/null || true",
+        ]
+        return "\n".join(lines) + "\n"
+
+
+def pip_from_local_index(*requirements: str) -> str:
+    """Install ``requirement`` from the mounted local index only: the machine's pip config,
+    find-links and mirrors are switched off, so nothing else can answer."""
+    return (f"PIP_CONFIG_FILE=/dev/null PIP_FIND_LINKS= PIP_EXTRA_INDEX_URL= pip install --no-cache-dir "
+            f"--disable-pip-version-check --index-url file://{INDEX_MOUNT}/simple/ "
+            + " ".join(shlex.quote(r) for r in requirements))
+
+
+__all__ = ["BuildContext", "Recipe", "CCACHE_MOUNT", "INDEX_MOUNT", "OUT_MOUNT", "BAZEL_CACHE_MOUNT",
+           "pip_from_local_index"]

@@ -1,0 +1,145 @@
+"""One wheel step: compile a package in a container from its stage image, with caches.
+
+Keyed by (stage image ID, source SHA + submodule SHAs, recipe env, torch wheel hash):
+if the local index already holds a wheel whose manifest records that key, the step is
+skipped. Otherwise the build runs in a container that is removed whatever happens, and
+the wheel is published to the index atomically only after the build succeeded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from builder import __version__
+from builder.ccache import CCACHE_MOUNT, CacheStats, parse_print_stats, stats_delta
+from builder.engine import ContainerSpec, Engine, Mount
+from builder.errors import BuildError
+from builder.index import DirectoryIndex
+from builder.recipes.base import BAZEL_CACHE_MOUNT, INDEX_MOUNT, OUT_MOUNT, BuildContext, Recipe
+from builder.sources import SourceTree
+
+HOME = "/tmp/builder-home"
+
+
+@dataclass
+class StepOutcome:
+    recipe: str
+    project: str
+    status: str  # built | reused | prebuilt
+    filename: str
+    version: str
+    sha256: str
+    key: str = ""
+    seconds: float = 0.0
+    ccache: CacheStats | None = None
+    source_sha: str = ""
+    log_path: Path | None = None
+    manifest: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class StepMounts:
+    ccache: str  # volume name or host path
+    bazel: str
+    index_root: Path
+
+
+def keyed_env(recipe: Recipe, env: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in sorted(env.items()) if k not in recipe.unkeyed_env()}
+
+
+def wheel_key(recipe: Recipe, image_id: str, source_sha: str, env: dict[str, str], torch_sha256: str = "") -> str:
+    """The step's content key. The submodule SHAs are gitlinks inside the commit's tree,
+    so the source SHA already fixes them (and, recursively, theirs): the key can be
+    computed before anything is checked out, which keeps a no-op rerun cheap."""
+    payload = {
+        "recipe": recipe.name,
+        "image": image_id,
+        "source": source_sha,
+        "env": keyed_env(recipe, env),
+        "torch": torch_sha256,
+        "script": recipe.build_command(),
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def container_env(recipe: Recipe, ctx: BuildContext) -> dict[str, str]:
+    return {**recipe.env(ctx), "CCACHE_DIR": CCACHE_MOUNT, "HOME": HOME, "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def find_reusable(index: DirectoryIndex, recipe: Recipe, key: str, source_sha: str) -> StepOutcome | None:
+    existing = index.find_by_key(key)
+    if existing is None:
+        return None
+    return StepOutcome(recipe.name, recipe.project, "reused", existing.filename, existing.version,
+                       existing.sha256, key, source_sha=source_sha, manifest=existing.manifest or {})
+
+
+def run_step(engine: Engine, index: DirectoryIndex, recipe: Recipe, ctx: BuildContext, tree: SourceTree,
+             key: str, image_tag: str, image_id: str, mounts: StepMounts, work_dir: Path, log_path: Path,
+             network: str = "host", user: str | None = None, nano_cpus: int | None = None,
+             mem_limit: str | None = None, torch_sha256: str = "") -> StepOutcome:
+    """Compile in a container and publish the wheel (the caller checked ``key`` is not built)."""
+    env = container_env(recipe, ctx)
+    started_wall = time.time()
+    started = time.monotonic()
+    work_dir.mkdir(parents=True, exist_ok=True)
+    out = Path(tempfile.mkdtemp(prefix=f"{recipe.name}-", dir=work_dir))
+    try:
+        (out / "dist").mkdir()
+        out.chmod(0o777)
+        (out / "dist").chmod(0o777)
+        spec = ContainerSpec(
+            image=image_tag, command=["sh", "-c", recipe.script(ctx)], environment=env,
+            mounts=[Mount(mounts.ccache, CCACHE_MOUNT), Mount(mounts.bazel, BAZEL_CACHE_MOUNT),
+                    Mount(str(tree.path), recipe.source_dir), Mount(str(out), OUT_MOUNT),
+                    Mount(str(index.root), INDEX_MOUNT, read_only=True)],
+            workdir=recipe.source_dir, user=user, network=network, nano_cpus=nano_cpus, mem_limit=mem_limit,
+            labels={"builder.step": recipe.name, "builder.key": key},
+        )
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with log_path.open("w") as log:
+            log.write(f"# {recipe.name} {tree.sha} key {key}\n# image {image_tag}\n")
+            result = engine.run(spec, log)
+        if result.exit_code != 0:
+            raise BuildError(f"building {recipe.project} from {tree.sha[:12]} failed (exit {result.exit_code})",
+                             f"see the log {log_path}")
+        wheels = sorted((out / "dist").glob("*.whl"))
+        if len(wheels) != 1:
+            raise BuildError(f"building {recipe.project} produced {len(wheels)} wheels, expected 1",
+                             f"see the log {log_path}")
+        stats = stats_delta(_read_stats(out / "ccache-before.tsv"), _read_stats(out / "ccache-after.tsv"))
+        manifest = {
+            "build_key": key,
+            "recipe": recipe.name,
+            "builder_version": __version__,
+            "source": {"url": tree.url, "sha": tree.sha, "submodules": tree.submodules,
+                       "commit_time": tree.commit_time},
+            "image": {"tag": image_tag, "id": image_id},
+            "env": keyed_env(recipe, env),
+            "torch_wheel_sha256": torch_sha256,
+            "jobs": ctx.jobs,
+            "started": started_wall,
+            "finished": time.time(),
+            "ccache": stats.as_dict(),
+        }
+        added = index.add(wheels[0], manifest)
+        entry = next(e for e in index.entries() if e.filename == added.filename)
+        return StepOutcome(recipe.name, recipe.project, "built", added.filename, entry.version, added.sha256,
+                           key, time.monotonic() - started, stats, tree.sha, log_path, manifest)
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def _read_stats(path: Path) -> dict[str, int]:
+    try:
+        return parse_print_stats(path.read_text())
+    except OSError:
+        return {}

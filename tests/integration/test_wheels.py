@@ -1,0 +1,138 @@
+"""`builder wheels` end to end on fixture repos shaped like pytorch and pytorch/xla,
+against the real Docker daemon, real git, real ccache and the real directory index."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import uuid
+
+import pytest
+
+from builder.examples import commit_change, write_example_repo
+from tests.conftest import run_builder, write_config
+
+pytestmark = pytest.mark.docker
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory, base_image, engine):
+    root = tmp_path_factory.mktemp("wheels")
+    torch_repo = write_example_repo("faketorch", root / "repos" / "faketorch")
+    xla_repo = write_example_repo("fakexla", root / "repos" / "fakexla")
+    volume = f"builder-test-ccache-{uuid.uuid4().hex[:8]}"
+    cfg = write_config(root / "builder.toml", root / "data",
+                       f'[cache]\nccache = "volume:{volume}"\nbazel = "volume:{volume}-bazel"\n'
+                       f'[repos]\ntorch = "file://{torch_repo}"\nxla = "file://{xla_repo}"\n')
+    yield {"cfg": cfg, "torch": torch_repo, "xla": xla_repo, "index": root / "data" / "index", "root": root}
+    engine.remove_volume(volume)
+    engine.remove_volume(f"{volume}-bazel")
+
+
+def wheels(env, *args):
+    done = run_builder("wheels", "--torch", "main", "--xla", "main", "--json", *args, config=env["cfg"])
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    return {w["recipe"]: w for w in report["wheels"]}, report
+
+
+def index_files(env):
+    files = env["index"] / "files"
+    return sorted(p.name for p in files.glob("*.whl")) if files.is_dir() else []
+
+
+def leftover_containers(engine):
+    return [c.name for c in engine.containers_with_label("builder.step")]
+
+
+@pytest.fixture(scope="module")
+def cold(env):
+    return wheels(env)
+
+
+def test_cold_build_publishes_two_wheels(env, cold, engine):
+    built, report = cold
+    assert built["torch"]["status"] == "built" and built["xla"]["status"] == "built"
+    assert report["smoke"] == "passed"
+    assert index_files(env) == sorted([built["torch"]["filename"], built["xla"]["filename"]])
+    assert built["torch"]["filename"].startswith("torch-2.99.0a0+git")
+    assert built["xla"]["filename"].startswith("torch_xla-")
+    assert leftover_containers(engine) == []
+
+
+def test_wheels_install_from_the_index_in_a_fresh_container(env, cold, engine):
+    """pip in a clean python-stage container, no network, only the index: xla calls into torch."""
+    from builder.engine import ContainerSpec, Mount
+
+    _, report = cold
+    python_tag = report["stages"][-1]["tag"]
+    script = ("PIP_CONFIG_FILE=/dev/null pip install -q --no-cache-dir --index-url file:///index/simple/ "
+              "torch torch_xla && cd /tmp && python -c 'import torch_xla, torch; "
+              "print(torch_xla.add_via_torch(20, 22), torch.__file__)'")
+    result = engine.run(ContainerSpec(image=python_tag, command=["sh", "-c", script], network="none",
+                                      mounts=[Mount(str(env["index"]), "/index", read_only=True)]))
+    assert result.exit_code == 0, result.output
+    assert "42 /opt/venv/lib/python3.11/site-packages/torch/__init__.py" in result.output
+
+
+def test_noop_rerun_compiles_nothing(env, cold):
+    built, report = wheels(env)
+    assert built["torch"]["status"] == "reused" and built["xla"]["status"] == "reused"
+    assert all(s["reused"] for s in report["stages"])
+    assert report["smoke"] == "reused"
+    assert built["torch"]["sha256"] == cold[0]["torch"]["sha256"]
+
+
+def test_one_file_change_rebuilds_torch_with_ccache_and_xla_against_it(env, cold):
+    sha = commit_change(env["torch"], "csrc/kernels/kernel_000.cpp")
+    built, _ = wheels(env)
+    torch_wheel, xla_wheel = built["torch"], built["xla"]
+    assert torch_wheel["status"] == "built" and torch_wheel["source_sha"] == sha
+    stats = torch_wheel["ccache"]
+    calls = stats["direct_hits"] + stats["preprocessed_hits"] + stats["misses"]
+    assert stats["misses"] >= 1  # the changed file really recompiled
+    assert (stats["direct_hits"] + stats["preprocessed_hits"]) / (calls - 1) >= 0.9, stats
+    assert xla_wheel["status"] == "built"  # its torch changed
+    manifest = json.loads((env["index"] / "files" / f"{xla_wheel['filename']}.manifest.json").read_text())
+    assert manifest["torch_wheel_sha256"] == torch_wheel["sha256"]
+
+
+def test_only_xla_changes_torch_is_not_rebuilt(env, cold):
+    before, _ = wheels(env)
+    commit_change(env["xla"], "torch_xla/csrc/xla_kernel_000.cpp")
+    after, _ = wheels(env)
+    assert after["torch"]["status"] == "reused"
+    assert after["torch"]["sha256"] == before["torch"]["sha256"]
+    assert after["xla"]["status"] == "built"
+
+
+def test_bad_ref_fails_before_building(env, cold, engine):
+    files = index_files(env)
+    done = run_builder("wheels", "--torch", "mian", config=env["cfg"])
+    assert done.returncode == 1
+    assert done.stderr.strip() == f"error: ref 'mian' not found in file://{env['torch']}; " \
+                                  "name an existing branch, tag or a 40-hex SHA"
+    assert index_files(env) == files
+
+
+def test_bad_repo_url(env, cold):
+    done = run_builder("wheels", "--torch", "main", "--torch-repo", f"file://{env['root']}/nope", config=env["cfg"])
+    assert done.returncode == 1
+    assert done.stderr.strip().startswith(f"error: cannot reach repository file://{env['root']}/nope")
+
+
+def test_compile_error_publishes_nothing_and_leaves_no_container(env, cold, engine):
+    files = index_files(env)
+    broken = subprocess.run(["git", "-C", str(env["torch"]), "rev-parse", "HEAD"], capture_output=True,
+                            text=True, check=True).stdout.strip()
+    commit_change(env["torch"], "csrc/kernels/kernel_001.cpp", "this is not C++;\n")
+    done = run_builder("wheels", "--torch", "main", config=env["cfg"])
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: building torch from") and "see the log" in last
+    log = last.split("see the log ")[1]
+    assert os.path.isfile(log) and "error" in open(log).read()
+    assert index_files(env) == files
+    assert leftover_containers(engine) == []
+    subprocess.run(["git", "-C", str(env["torch"]), "reset", "-q", "--hard", broken], check=True)
