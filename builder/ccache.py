@@ -63,6 +63,12 @@ def config_text(max_size: str, compiler_check: str, remote: str = "", ccache_ver
     return "\n".join(lines) + "\n"
 
 
+def read_only_env(compiler_check: str) -> dict[str, str]:
+    """The shared settings as environment, for a cache that cannot take a config file."""
+    return {"CCACHE_READONLY": "1", "CCACHE_BASEDIR": SOURCE_ROOT, "CCACHE_NOHASHDIR": "1",
+            "CCACHE_COMPILERCHECK": compiler_check, "CCACHE_TEMPDIR": "/tmp/ccache-tmp"}
+
+
 def parse_print_stats(text: str) -> dict[str, int]:
     stats: dict[str, int] = {}
     for line in text.splitlines():

@@ -51,12 +51,18 @@ def wheels_cmd(
     force_smoke: bool = typer.Option(False, "--force-smoke", help="Run the smoke check even if it passed before."),
     torch_version: str = typer.Option("", "--torch-version", help="PYTORCH_BUILD_VERSION for a source build."),
     xla_version: str = typer.Option("", "--xla-version", help="TORCH_XLA_VERSION for a source build."),
+    ccache: str = typer.Option(None, "--ccache", help="ccache location: volume:NAME or path:/dir."),
+    ccache_remote: str = typer.Option(None, "--ccache-remote", help="Remote ccache: redis://HOST:PORT or http://HOST/PATH."),
+    bazel_cache: str = typer.Option(None, "--bazel-cache", help="Bazel disk cache: volume:NAME or path:/dir."),
+    bazel_remote: str = typer.Option(None, "--bazel-remote-cache", help="Bazel HTTP remote cache URL."),
+    user: str = typer.Option(None, "--user", help="uid:gid the build containers run as."),
     index_dir: str = typer.Option(None, "--dir", help="Local index directory (default: \\[index] dir)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON on stdout."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan; build nothing."),
 ) -> None:
     """Build torch (and torch_xla) wheels from git refs into the local index, reusing what is unchanged."""
-    cfg = get_config({"index.dir": index_dir})
+    cfg = get_config({"index.dir": index_dir, "cache.ccache": ccache, "cache.ccache_remote": ccache_remote,
+                      "cache.bazel": bazel_cache, "cache.bazel_remote": bazel_remote, "build.user": user})
     request = Request(torch=torch, xla=xla, torch_repo=torch_repo, xla_repo=xla_repo, jobs=jobs,
                       smoke=not no_smoke, force_smoke=force_smoke, torch_version=torch_version, xla_version=xla_version)
     if dry_run:

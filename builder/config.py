@@ -108,6 +108,8 @@ class CacheConfig:
     ccache: str = "volume:builder-ccache"  # volume:NAME or path:/dir
     ccache_max_size: str = "20G"
     ccache_remote: str = ""
+    # Use the cache without writing to it (a cache dir the build user cannot write).
+    ccache_read_only: bool = False
     bazel: str = "volume:builder-bazel"
     bazel_remote: str = ""
 

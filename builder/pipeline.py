@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import json
+import os
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -17,7 +19,7 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from builder import validate
-from builder.ccache import CCACHE_MOUNT, config_text, parse_location
+from builder.ccache import CCACHE_MOUNT, config_text, parse_location, read_only_env
 from builder.config import Config
 from builder.engine import ContainerSpec, Engine, Mount
 from builder.errors import BuildError, ConfigError, IndexError_
@@ -109,23 +111,61 @@ def ensure_prebuilt(cfg: Config, index: DirectoryIndex, recipe: Recipe, version:
     return StepOutcome(recipe.name, recipe.project, "prebuilt", entry.filename, entry.version, entry.sha256)
 
 
-def prepare_ccache(engine: Engine, cfg: Config, image: str) -> str:
-    """Create the cache (volume or dir) and write its shared config; returns the mount source."""
+def ccache_version(engine: Engine, image: str, remote: str) -> str:
+    """The ccache version in the image (the remote storage key was renamed in 4.7)."""
+    result = engine.run(ContainerSpec(image=image, command=["ccache", "--version"], network="none"))
+    match = re.search(r"ccache version ([0-9.]+)", result.output)
+    if not match:
+        raise BuildError(f"cannot read the ccache version in {image}: {result.output.strip()[:200]}")
+    feature = remote.split(":", 1)[0] + "-storage"
+    if feature not in result.output.split():
+        raise BuildError(f"ccache {match.group(1)} in {image} lacks {feature} for {remote}")
+    return match.group(1)
+
+
+def prepare_ccache(engine: Engine, cfg: Config, image: str, index_root: Path, bazel: str) -> StepMounts:
+    """Create the cache (volume or dir), check the build user can write it, and write its
+    shared config; a read-only cache gets the same settings as environment instead."""
     location = parse_location(cfg.cache.ccache, "cache.ccache")
+    compiler_check = f"string:gcc-12={cfg.toolchain.gcc},clang-14={cfg.toolchain.clang}"
     if location.kind == "volume":
         engine.ensure_volume(location.value)
-    else:
-        Path(location.value).mkdir(parents=True, exist_ok=True)
-    compiler_check = f"string:gcc-12={cfg.toolchain.gcc},clang-14={cfg.toolchain.clang}"
-    text = config_text(cfg.cache.ccache_max_size, compiler_check, cfg.cache.ccache_remote)
-    script = (f'printf %s "$CONF" > {CCACHE_MOUNT}/ccache.conf && chmod 2777 {CCACHE_MOUNT} '
-              f"&& chmod 0664 {CCACHE_MOUNT}/ccache.conf")
-    result = engine.run(ContainerSpec(image=image, command=["sh", "-c", script], environment={"CONF": text},
+    elif not Path(location.value).is_dir():
+        Path(location.value).mkdir(parents=True)
+    if cfg.cache.ccache_read_only:
+        return StepMounts(location.docker_source, bazel, index_root, True, read_only_env(compiler_check))
+    version = ccache_version(engine, image, cfg.cache.ccache_remote) if cfg.cache.ccache_remote else ""
+    text = config_text(cfg.cache.ccache_max_size, compiler_check, cfg.cache.ccache_remote, version or "4.7")
+    user = build_user(cfg)
+    # A host dir belongs to its owner: builder only checks that the build user may write it.
+    group = user.partition(":")[2] if user else ""
+    # A volume belongs to builder: give it (and anything an earlier user left) to the build
+    # group, setgid and group-writable, so teammates with other uids but one gid share it.
+    share = f"chmod 2777 {CCACHE_MOUNT} && "
+    if group:
+        share += (f"find {CCACHE_MOUNT} ! -group {group} -exec chgrp {group} {{}} + && "
+                  f"find {CCACHE_MOUNT} -mindepth 1 -type d ! -perm -2070 -exec chmod g+rwxs {{}} + && ")
+    prepare = (share if location.kind == "volume" else "") + (
+        f'test -w {CCACHE_MOUNT} -a -x {CCACHE_MOUNT} || {{ echo "not writable"; exit 3; }}; '
+        f'printf %s "$CONF" > {CCACHE_MOUNT}/ccache.conf.tmp.$$ && mv {CCACHE_MOUNT}/ccache.conf.tmp.$$ '
+        f"{CCACHE_MOUNT}/ccache.conf && chmod 0664 {CCACHE_MOUNT}/ccache.conf")
+    result = engine.run(ContainerSpec(image=image, command=["sh", "-c", prepare], environment={"CONF": text},
                                       mounts=[Mount(location.docker_source, CCACHE_MOUNT)], network="none",
-                                      user="0:0"))
+                                      user="0:0" if location.kind == "volume" else user))
+    if result.exit_code == 3 or (result.exit_code != 0 and "ermission denied" in result.output):
+        raise BuildError(f"the ccache at {location.describe()} is not writable by the build user {user or 'root'}",
+                         "make it group-writable for the team (chmod 2775 and a shared gid), "
+                         "or set [cache] ccache_read_only = true to use it without writing")
     if result.exit_code != 0:
         raise BuildError(f"cannot write the ccache config into {location.describe()}: {result.output.strip()}")
-    return location.docker_source
+    return StepMounts(location.docker_source, bazel, index_root)
+
+
+def build_user(cfg: Config) -> str | None:
+    """uid:gid of build containers: the config's, else the invoking user's (root stays root)."""
+    if cfg.build.user:
+        return cfg.build.user
+    return None if os.geteuid() == 0 else f"{os.geteuid()}:{os.getegid()}"
 
 
 def prepare_bazel_cache(engine: Engine, cfg: Config) -> str:
@@ -156,6 +196,23 @@ def smoke_check(engine: Engine, index: DirectoryIndex, image: str, outcomes: lis
                          f"see the log {log_path}")
 
 
+def give_tree_to(path: Path, user: str) -> None:
+    uid, _, gid = user.partition(":")
+    for root, dirs, files in os.walk(path):
+        for name in [*dirs, *files]:
+            os.lchown(os.path.join(root, name), int(uid), int(gid or uid))
+    os.lchown(path, int(uid), int(gid or uid))
+
+
+def record_last_build(cfg: Config, outcome: StepOutcome) -> None:
+    """The cache's last-build figures, for `builder cache stats`."""
+    if outcome.ccache is None:
+        return
+    path = Path(cfg.data_dir) / "cache-last.json"
+    path.write_text(json.dumps({"cache": cfg.cache.ccache, "recipe": outcome.recipe, "wheel": outcome.filename,
+                                "finished": time.time(), **outcome.ccache.as_dict()}))
+
+
 def build_target(engine: Engine, cfg: Config, index: DirectoryIndex, recipe: Recipe, ref: ResolvedRef,
                  request: Request, report: Report, stage: StageResult, torch_outcome: StepOutcome | None,
                  note: Note) -> StepOutcome:
@@ -173,16 +230,21 @@ def build_target(engine: Engine, cfg: Config, index: DirectoryIndex, recipe: Rec
     reused = find_reusable(index, recipe, key, ref.sha)
     if reused is not None:
         return reused
+    mounts = prepare_ccache(engine, cfg, stage.tag, index.root, prepare_bazel_cache(engine, cfg))
     note(f"{recipe.project}: {ref.ref} = {ref.sha[:12]}, checking out ...")
     tree = checkout(mirror, ref.url, ref.sha, Path(cfg.data_dir) / "src" / recipe.name)
-    mounts = StepMounts(prepare_ccache(engine, cfg, stage.tag), prepare_bazel_cache(engine, cfg), index.root)
+    user = build_user(cfg)
+    if user and os.geteuid() == 0:
+        give_tree_to(tree.path, user)  # the build writes build/ inside the source
     note(f"{recipe.project}: building in {stage.tag} with {report.jobs} jobs ...")
-    return run_step(
+    outcome = run_step(
         engine, index, recipe, ctx, tree, key, stage.tag, stage.image_id, mounts, Path(cfg.data_dir) / "work",
         cfg.logs_dir / "wheels" / f"{recipe.name}-{ref.sha[:12]}.log", network=cfg.build.network,
-        user=cfg.build.user or None, nano_cpus=int(cfg.build.cpu_limit * 1e9) or None,
+        user=user, nano_cpus=int(cfg.build.cpu_limit * 1e9) or None,
         mem_limit=f"{int(cfg.build.memory_limit_gib * 1024)}m" if cfg.build.memory_limit_gib else None,
         torch_sha256=torch_sha)
+    record_last_build(cfg, outcome)
+    return outcome
 
 
 def smoke_key(image_id: str, outcomes: list[StepOutcome]) -> str:

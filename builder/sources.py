@@ -20,7 +20,8 @@ from builder.refs import GIT_TIMEOUT, git_env
 
 # Submodules with file:// URLs (local mirrors, test fixtures) need this since git 2.38.1
 # (CVE-2022-39253 made the file transport opt-in for submodules).
-_GIT_FILE_OK = ["-c", "protocol.file.allow=always"]
+# safe.directory: a work tree handed to the build uid stays usable by the invoking user.
+_GIT_FILE_OK = ["-c", "protocol.file.allow=always", "-c", "safe.directory=*"]
 
 
 @dataclass(frozen=True)

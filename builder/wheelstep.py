@@ -49,10 +49,13 @@ class StepMounts:
     ccache: str  # volume name or host path
     bazel: str
     index_root: Path
+    ccache_read_only: bool = False
+    ccache_env: dict[str, str] = field(default_factory=dict)
 
 
 def keyed_env(recipe: Recipe, env: dict[str, str]) -> dict[str, str]:
-    return {k: v for k, v in sorted(env.items()) if k not in recipe.unkeyed_env()}
+    return {k: v for k, v in sorted(env.items())
+            if k not in recipe.unkeyed_env() and not k.startswith("CCACHE_")}
 
 
 def wheel_key(recipe: Recipe, image_id: str, source_sha: str, env: dict[str, str], torch_sha256: str = "") -> str:
@@ -87,7 +90,7 @@ def run_step(engine: Engine, index: DirectoryIndex, recipe: Recipe, ctx: BuildCo
              network: str = "host", user: str | None = None, nano_cpus: int | None = None,
              mem_limit: str | None = None, torch_sha256: str = "") -> StepOutcome:
     """Compile in a container and publish the wheel (the caller checked ``key`` is not built)."""
-    env = container_env(recipe, ctx)
+    env = {**container_env(recipe, ctx), **mounts.ccache_env}
     started_wall = time.time()
     started = time.monotonic()
     work_dir.mkdir(parents=True, exist_ok=True)
@@ -98,7 +101,8 @@ def run_step(engine: Engine, index: DirectoryIndex, recipe: Recipe, ctx: BuildCo
         (out / "dist").chmod(0o777)
         spec = ContainerSpec(
             image=image_tag, command=["sh", "-c", recipe.script(ctx)], environment=env,
-            mounts=[Mount(mounts.ccache, CCACHE_MOUNT), Mount(mounts.bazel, BAZEL_CACHE_MOUNT),
+            mounts=[Mount(mounts.ccache, CCACHE_MOUNT, read_only=mounts.ccache_read_only),
+                    Mount(mounts.bazel, BAZEL_CACHE_MOUNT),
                     Mount(str(tree.path), recipe.source_dir), Mount(str(out), OUT_MOUNT),
                     Mount(str(index.root), INDEX_MOUNT, read_only=True)],
             workdir=recipe.source_dir, user=user, network=network, nano_cpus=nano_cpus, mem_limit=mem_limit,

@@ -70,11 +70,12 @@ class Recipe:
         return "\n".join(lines) + "\n"
 
 
-def pip_from_local_index(*requirements: str) -> str:
+def pip_from_local_index(*requirements: str, target_home_dir: str = "") -> str:
     """Install ``requirement`` from the mounted local index only: the machine's pip config,
     find-links and mirrors are switched off, so nothing else can answer."""
     return (f"PIP_CONFIG_FILE=/dev/null PIP_FIND_LINKS= PIP_EXTRA_INDEX_URL= pip install --no-cache-dir "
             f"--disable-pip-version-check --index-url file://{INDEX_MOUNT}/simple/ "
+            + (f'--target "$HOME"/{shlex.quote(target_home_dir)} ' if target_home_dir else "")
             + " ".join(shlex.quote(r) for r in requirements))
 
 

@@ -49,7 +49,9 @@ class XlaRecipe(Recipe):
     def prepare_lines(self, ctx: BuildContext) -> list[str]:
         lines = [f'printf %s {shlex.quote(self.bazelrc(ctx))} > "$HOME/.bazelrc"']
         if ctx.torch_requirement:
-            lines.append(pip_from_local_index(ctx.torch_requirement))
+            # --target: works for any uid (the venv belongs to root); setup.py then finds it.
+            lines.append(pip_from_local_index(ctx.torch_requirement, target_home_dir="site"))
+            lines.append('export PYTHONPATH="$HOME/site"')
         return lines
 
     def build_command(self) -> list[str]:
