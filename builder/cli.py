@@ -7,6 +7,7 @@ BuilderError into one ``error: ...`` line and a non-zero exit.
 from __future__ import annotations
 
 import functools
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -43,10 +44,22 @@ def handle_errors(func: F) -> F:
             err.print(f"[bold red]error:[/] {exc}", markup=True, highlight=False)
             raise typer.Exit(exc.exit_code) from None
         except KeyboardInterrupt:
-            err.print("[bold red]interrupted[/]")
+            err.print("[bold red]error:[/] interrupted (SIGINT); containers and temporary files removed")
             raise typer.Exit(130) from None
+        except Terminated:
+            err.print("[bold red]error:[/] terminated (SIGTERM); containers and temporary files removed")
+            raise typer.Exit(143) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+class Terminated(BaseException):
+    """SIGTERM, raised like KeyboardInterrupt so that every ``finally`` and context
+    manager (containers, temp dirs, locks) unwinds the same way."""
+
+
+def _on_sigterm(signum: int, frame: Any) -> None:
+    raise Terminated()
 
 
 def get_config(overrides: dict[str, Any] | None = None) -> Config:
@@ -79,6 +92,7 @@ def _register() -> None:
 
 
 def main() -> None:
+    signal.signal(signal.SIGTERM, _on_sigterm)
     _register()
     try:
         app()

@@ -22,6 +22,9 @@ from builder.errors import ConfigError, ValidationError
 
 CONFIG_FILENAME = "builder.toml"
 ENV_PREFIX = "BUILDER_"
+# BUILDER_* variables that are not settings: the config path and secrets, which are read
+# only where needed and never land in the Config (so never in a manifest or a log).
+NOT_SETTINGS = frozenset({"BUILDER_CONFIG", "BUILDER_INDEX_PASSWORD", "BUILDER_INDEX_USER"})
 
 
 def default_data_dir() -> str:
@@ -81,7 +84,8 @@ class BuildConfig:
     network: str = "host"
     cpu_limit: float = 0.0  # cores given to a build container; 0: no limit
     memory_limit_gib: float = 0.0  # 0: no limit
-    user: str = ""  # uid:gid inside build containers; empty: the image default
+    user: str = ""  # uid:gid inside build containers; empty: the invoking user's (root stays root)
+    min_free_disk_gib: float = 5.0  # refuse to compile with less free space in data_dir
 
 
 @dataclass(frozen=True)
@@ -280,7 +284,7 @@ def _env_overrides(environ: Mapping[str, str]) -> dict[str, dict[str, str]]:
     out: dict[str, dict[str, str]] = {}
     sections = _sections()
     for name, value in environ.items():
-        if not name.startswith(ENV_PREFIX) or name == "BUILDER_CONFIG":
+        if not name.startswith(ENV_PREFIX) or name in NOT_SETTINGS:
             continue
         rest = name[len(ENV_PREFIX):].lower()
         if rest == "data_dir":

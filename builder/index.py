@@ -20,6 +20,7 @@ so two builds adding different wheels at once both end up listed.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import html
 import json
 import os
@@ -127,6 +128,8 @@ class DirectoryIndex:
             if current is not None and current["sha256"] == info.sha256:
                 if manifest_text is not None and not manifest_path.exists():
                     _atomic_write(manifest_path, manifest_text)
+                elif manifest_text is not None:
+                    self._note_equivalent_key(manifest_path, json.loads(manifest_text))
                 return "unchanged"
             if not replace:
                 old = current["sha256"] if current else "unreadable"
@@ -145,6 +148,16 @@ class DirectoryIndex:
         elif status == "replaced":
             manifest_path.unlink(missing_ok=True)
         return status
+
+    def _note_equivalent_key(self, manifest_path: Path, new: dict[str, Any]) -> None:
+        """Identical bytes from another build key (e.g. a new image with the same compilers):
+        keep the first manifest, and record the key so that build is reused next time."""
+        key = new.get("build_key")
+        existing = json.loads(manifest_path.read_text())
+        keys = existing.setdefault("equivalent_build_keys", [])
+        if key and key != existing.get("build_key") and key not in keys:
+            keys.append(key)
+            _atomic_write(manifest_path, _manifest_text(existing) or "")
 
     def prune(self, keep: int) -> list[str]:
         """Keep the ``keep`` newest versions of each project; return the removed file names."""
@@ -184,7 +197,8 @@ class DirectoryIndex:
 
     def find_by_key(self, key: str) -> Entry | None:
         """The newest wheel whose manifest records ``"build_key": key``, if any."""
-        matches = [e for e in self.entries() if e.manifest and e.manifest.get("build_key") == key]
+        matches = [e for e in self.entries() if e.manifest and (
+            e.manifest.get("build_key") == key or key in e.manifest.get("equivalent_build_keys", []))]
         if not matches:
             return None
         return max(matches, key=lambda e: (_version_key(e.version), e.filename))
@@ -225,8 +239,6 @@ class DirectoryIndex:
             lock.release()
 
     def _copy_to_temp(self, src: Path, filename: str) -> tuple[Path, str]:
-        import hashlib
-
         fd, name = tempfile.mkstemp(prefix=f"{_TMP_PREFIX}{filename}.", suffix=".part", dir=self.files_dir)
         tmp = Path(name)
         digest = hashlib.sha256()
@@ -337,33 +349,26 @@ def _file_href(filename: str, sha256: str) -> str:
     return f"../../files/{quote(filename)}#sha256={sha256}"
 
 
+def _page(title: str, links: list[str]) -> str:
+    head = ["<!DOCTYPE html>", "<html>", "  <head>", '    <meta name="pypi:repository-version" content="1.0">',
+            f"    <title>{html.escape(title)}</title>", "  </head>", "  <body>"]
+    return "\n".join([*head, *(f"    {link}<br>" for link in links), "  </body>", "</html>", ""])
+
+
 def render_project_page(normalized: str, entries: list[Entry]) -> str:
     """PEP 503 project page; ``data-requires-python`` is HTML-escaped (``&gt;=3.8``)."""
-    title = html.escape(f"Links for {normalized}")
-    lines = [
-        "<!DOCTYPE html>", "<html>", "  <head>",
-        '    <meta name="pypi:repository-version" content="1.0">',
-        f"    <title>{title}</title>", "  </head>", "  <body>", f"    <h1>{title}</h1>",
-    ]
+    links = []
     for e in entries:
         attrs = f'href="{html.escape(_file_href(e.filename, e.sha256))}"'
         if e.requires_python:
             attrs += f' data-requires-python="{html.escape(e.requires_python, quote=True)}"'
-        lines.append(f"    <a {attrs}>{html.escape(e.filename)}</a><br>")
-    lines += ["  </body>", "</html>", ""]
-    return "\n".join(lines)
+        links.append(f"<a {attrs}>{html.escape(e.filename)}</a>")
+    return _page(f"Links for {normalized}", links)
 
 
 def render_root_page(normalized_names: list[str]) -> str:
-    lines = [
-        "<!DOCTYPE html>", "<html>", "  <head>",
-        '    <meta name="pypi:repository-version" content="1.0">',
-        "    <title>Simple index</title>", "  </head>", "  <body>",
-    ]
-    for name in normalized_names:
-        lines.append(f'    <a href="{html.escape(quote(name))}/">{html.escape(name)}</a><br>')
-    lines += ["  </body>", "</html>", ""]
-    return "\n".join(lines)
+    return _page("Simple index", [f'<a href="{html.escape(quote(n))}/">{html.escape(n)}</a>'
+                                  for n in normalized_names])
 
 
 def project_json(normalized: str, entries: list[Entry]) -> dict[str, Any]:

@@ -30,7 +30,7 @@ from builder.plan import image_stages
 from builder.recipes import BuildContext, get_recipe
 from builder.recipes.base import INDEX_MOUNT, Recipe, pip_from_local_index
 from builder.refs import ResolvedRef, is_version, resolve_ref
-from builder.resources import choose_jobs
+from builder.resources import choose_jobs, free_disk_gib
 from builder.sources import checkout, commit_time, update_mirror
 from builder.wheelstep import StepMounts, StepOutcome, container_env, find_reusable, run_step, wheel_key
 
@@ -213,6 +213,13 @@ def record_last_build(cfg: Config, outcome: StepOutcome) -> None:
                                 "finished": time.time(), **outcome.ccache.as_dict()}))
 
 
+def check_disk(path: Path, need_gib: float) -> None:
+    free = free_disk_gib(path)
+    if free < need_gib:
+        raise BuildError(f"only {free:.1f} GiB free in {path}, the build needs {need_gib:.1f} GiB",
+                         "free some space, or lower [build] min_free_disk_gib if the build is small")
+
+
 def build_target(engine: Engine, cfg: Config, index: DirectoryIndex, recipe: Recipe, ref: ResolvedRef,
                  request: Request, report: Report, stage: StageResult, torch_outcome: StepOutcome | None,
                  note: Note) -> StepOutcome:
@@ -230,6 +237,7 @@ def build_target(engine: Engine, cfg: Config, index: DirectoryIndex, recipe: Rec
     reused = find_reusable(index, recipe, key, ref.sha)
     if reused is not None:
         return reused
+    check_disk(Path(cfg.data_dir), cfg.build.min_free_disk_gib)
     mounts = prepare_ccache(engine, cfg, stage.tag, index.root, prepare_bazel_cache(engine, cfg))
     note(f"{recipe.project}: {ref.ref} = {ref.sha[:12]}, checking out ...")
     tree = checkout(mirror, ref.url, ref.sha, Path(cfg.data_dir) / "src" / recipe.name)

@@ -31,7 +31,8 @@ def redis_url():
     proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
                              "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     for _ in range(50):
-        if subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True, text=True).stdout.strip() == "PONG":
+        pong = subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True, text=True).stdout
+        if pong.strip() == "PONG":
             break
         time.sleep(0.1)
     yield f"redis://127.0.0.1:{port}"

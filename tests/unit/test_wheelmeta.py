@@ -1,0 +1,114 @@
+"""builder.wheelmeta: file names, METADATA, digests, and refusing non-wheels."""
+
+from __future__ import annotations
+
+import hashlib
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from builder.errors import IndexError_
+from builder.wheelmeta import (
+    file_digests,
+    inspect_wheel,
+    normalize_name,
+    parse_filename,
+)
+from tests.helpers_wheels import make_wheel
+
+
+@pytest.mark.parametrize(("raw", "normalized"), [
+    ("Foo_Bar", "foo-bar"), ("foo.bar", "foo-bar"), ("FOO--_.bar", "foo-bar"),
+    ("torch_xla", "torch-xla"), ("torch", "torch"), ("A1", "a1"),
+])
+def test_normalize_name_follows_pep_503(raw: str, normalized: str) -> None:
+    assert normalize_name(raw) == normalized
+
+
+def test_parse_filename_splits_tags_and_build() -> None:
+    w = parse_filename("torch_xla-2.5.0+cpu-1-cp311-cp311-manylinux_2_28_x86_64.whl")
+    assert (w.name, w.normalized, w.version, w.build) == ("torch_xla", "torch-xla", "2.5.0+cpu", "1")
+    assert (w.python_tag, w.abi_tag, w.platform_tag) == ("cp311", "cp311", "manylinux_2_28_x86_64")
+    w = parse_filename("Foo_Bar-1.0-py3-none-any.whl")
+    assert (w.normalized, w.version, w.build, w.python_tag) == ("foo-bar", "1.0", None, "py3")
+
+
+@pytest.mark.parametrize("bad", [
+    "../Foo-1.0-py3-none-any.whl", "a/Foo-1.0-py3-none-any.whl", "..\\Foo-1.0-py3-none-any.whl",
+    ".Foo-1.0-py3-none-any.whl", "Foo-1.0.tar.gz", "Foo-1.0-py3-none.whl", "Foo-1.0-py3-none-any.whl\n",
+    "Foo-1.0-py3-none-any.whl;rm -rf", "",
+])
+def test_parse_filename_refuses_paths_and_non_wheels(bad: str) -> None:
+    with pytest.raises(IndexError_):
+        parse_filename(bad)
+
+
+def test_inspect_wheel_reads_metadata_and_digest(tmp_path: Path) -> None:
+    path = make_wheel(tmp_path, "Foo_Bar", "1.0", requires_python=">=3.8", payload=b"x" * 100)
+    info = inspect_wheel(path)
+    assert info.filename == "Foo_Bar-1.0-py3-none-any.whl"
+    assert (info.name, info.normalized, info.version) == ("Foo_Bar", "foo-bar", "1.0")
+    assert info.requires_python == ">=3.8"
+    assert info.metadata_version == "2.1"
+    assert info.python_tag == "py3"
+    assert info.sha256 == hashlib.sha256(path.read_bytes()).hexdigest()
+    assert info.size == path.stat().st_size
+
+
+def test_inspect_wheel_without_requires_python(tmp_path: Path) -> None:
+    info = inspect_wheel(make_wheel(tmp_path, "plain", "0.1"))
+    assert info.requires_python is None
+
+
+def test_file_digests_match_hashlib(tmp_path: Path) -> None:
+    path = tmp_path / "blob"
+    data = bytes(range(256)) * 9000  # > 1 chunk boundary is not needed; several KiB is enough
+    path.write_bytes(data)
+    got = file_digests(path, ("sha256", "md5"))
+    assert got == {"sha256": hashlib.sha256(data).hexdigest(), "md5": hashlib.md5(data).hexdigest()}
+
+
+def test_corrupt_zip_is_a_clear_error(tmp_path: Path) -> None:
+    good = make_wheel(tmp_path / "src", "Foo", "1.0")
+    bad = tmp_path / good.name
+    bad.write_bytes(good.read_bytes()[: good.stat().st_size // 2])  # truncated: no central directory
+    with pytest.raises(IndexError_, match="not a valid zip file"):
+        inspect_wheel(bad)
+
+
+def test_text_file_named_like_a_wheel_is_refused(tmp_path: Path) -> None:
+    bad = tmp_path / "Foo-1.0-py3-none-any.whl"
+    bad.write_text("this is not a zip\n")
+    with pytest.raises(IndexError_, match="is not a wheel"):
+        inspect_wheel(bad)
+
+
+def test_zip_without_dist_info_is_refused(tmp_path: Path) -> None:
+    bad = tmp_path / "Foo-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(bad, "w") as zf:
+        zf.writestr("foo/__init__.py", "")
+    with pytest.raises(IndexError_, match=r"no top-level \*\.dist-info/METADATA"):
+        inspect_wheel(bad)
+
+
+def test_metadata_name_must_match_file_name(tmp_path: Path) -> None:
+    good = make_wheel(tmp_path / "src", "Foo", "1.0")
+    renamed = tmp_path / "Bar-1.0-py3-none-any.whl"
+    renamed.write_bytes(good.read_bytes())
+    # The .dist-info is Foo's, so the lookup by file name finds Foo's METADATA and refuses.
+    with pytest.raises(IndexError_, match="METADATA names project 'Foo'"):
+        inspect_wheel(renamed)
+
+
+def test_metadata_version_must_match_file_name(tmp_path: Path) -> None:
+    good = make_wheel(tmp_path / "src", "Foo", "1.0")
+    renamed = tmp_path / "Foo-2.0-py3-none-any.whl"
+    renamed.write_bytes(good.read_bytes())
+    with pytest.raises(IndexError_, match="METADATA says version '1.0'"):
+        inspect_wheel(renamed)
+
+
+def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(IndexError_, match="no such file"):
+        inspect_wheel(tmp_path / "Foo-1.0-py3-none-any.whl")
