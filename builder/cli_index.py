@@ -21,7 +21,7 @@ from builder.index import DirectoryIndex
 index_app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 app.add_typer(index_app, name="index", help="The local wheel index (PEP 503 directory, file:// or served).")
 
-_DIR_HELP = "Index directory (default: [index] dir in builder.toml, else <data_dir>/index)."
+_DIR_HELP = "Index directory (default: \\[index] dir in builder.toml, else <data_dir>/index)."
 
 
 def _index(directory: Path | None) -> DirectoryIndex:

@@ -39,6 +39,16 @@ def report_json(report: Report) -> dict:
     }
 
 
+def push_report(index_dir, report: Report, url: str, user: str | None) -> None:
+    """Upload each wheel of the report (identical files already there are skipped)."""
+    from builder.upload import push_wheel, resolve_credentials
+
+    user, password = resolve_credentials(url, user=user)
+    for step in report.steps:
+        result = push_wheel(index_dir / "files" / step.filename, url, user=user, password=password)
+        err.print(f"push {step.filename}: {result.status}", markup=False)
+
+
 @app.command("wheels")
 @handle_errors
 def wheels_cmd(
@@ -56,6 +66,8 @@ def wheels_cmd(
     bazel_cache: str = typer.Option(None, "--bazel-cache", help="Bazel disk cache: volume:NAME or path:/dir."),
     bazel_remote: str = typer.Option(None, "--bazel-remote-cache", help="Bazel HTTP remote cache URL."),
     user: str = typer.Option(None, "--user", help="uid:gid the build containers run as."),
+    push: str = typer.Option(None, "--push", help="Also upload the wheels to this index URL (legacy upload API)."),
+    push_user: str = typer.Option(None, "--user-name", help="Upload user (password from env or .netrc)."),
     index_dir: str = typer.Option(None, "--dir", help="Local index directory (default: \\[index] dir)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON on stdout."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan; build nothing."),
@@ -76,6 +88,8 @@ def wheels_cmd(
         print_dry_run(cfg, None)
         return
     report = run_wheels(cfg, request, lambda text: err.print(text, markup=False, highlight=False))
+    if push:
+        push_report(cfg.index_dir, report, push, push_user)
     if as_json:
         out.print_json(json.dumps(report_json(report)))
     else:
