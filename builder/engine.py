@@ -207,6 +207,31 @@ class Engine:
         return RunResult(exit_code=int(status.get("StatusCode", 1)), output="".join(chunks),
                          seconds=time.monotonic() - started)
 
+    def run_and_commit(self, spec: ContainerSpec, repository: str, tag: str, log: IO[str] | None = None,
+                       labels: dict[str, str] | None = None) -> tuple[RunResult, str | None]:
+        """Run a container; if it exits 0, commit its file system as ``repository:tag``
+        (e.g. a smoke image with heavy wheels installed once per key). Returns the run
+        result and the new image ID (None when the run failed)."""
+        started = time.monotonic()
+        chunks: list[str] = []
+        with self.container(spec) as container:
+            for raw in container.logs(stream=True, follow=True):
+                text = raw.decode("utf-8", "replace")
+                chunks.append(text)
+                if log is not None:
+                    log.write(text)
+                    log.flush()
+            code = int(container.wait().get("StatusCode", 1))
+            image_id = None
+            if code == 0:
+                try:
+                    image = container.commit(repository=repository, tag=tag,
+                                             conf={"Labels": {"builder": "1", **(labels or {})}})
+                except docker.errors.APIError as exc:
+                    raise BuildError(f"docker commit of {repository}:{tag} failed: {_short(exc)}") from None
+                image_id = image.id
+        return RunResult(code, "".join(chunks), time.monotonic() - started), image_id
+
     def containers_with_label(self, label: str) -> list[Any]:
         return self.client.containers.list(all=True, filters={"label": label})
 
