@@ -7,15 +7,17 @@ Docker call, and every ref is resolved before anything is built, so a typo costs
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from filelock import FileLock, Timeout
 from packaging.version import InvalidVersion, Version
 
 from builder import validate
@@ -220,10 +222,35 @@ def check_disk(path: Path, need_gib: float) -> None:
                          "free some space, or lower [build] min_free_disk_gib if the build is small")
 
 
+@contextlib.contextmanager
+def package_lock(cfg: Config, name: str, note: Note) -> Iterator[None]:
+    """One builder run at a time per package and data dir (mirror, work tree, build):
+    a second run waits here, then finds the wheel the first one published."""
+    path = Path(cfg.data_dir) / "locks" / f"{name}.lock"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    lock = FileLock(str(path))
+    try:
+        lock.acquire(timeout=0)
+    except Timeout:
+        note(f"{name}: another builder run holds {path}; waiting for it ...")
+        lock.acquire()
+    try:
+        yield
+    finally:
+        lock.release()
+
+
 def build_target(engine: Engine, cfg: Config, index: DirectoryIndex, recipe: Recipe, ref: ResolvedRef,
                  request: Request, report: Report, stage: StageResult, torch_outcome: StepOutcome | None,
                  note: Note) -> StepOutcome:
     """Reuse the wheel whose key is already in the index, else check out and compile."""
+    with package_lock(cfg, recipe.name, note):
+        return _build_target(engine, cfg, index, recipe, ref, request, report, stage, torch_outcome, note)
+
+
+def _build_target(engine: Engine, cfg: Config, index: DirectoryIndex, recipe: Recipe, ref: ResolvedRef,
+                  request: Request, report: Report, stage: StageResult, torch_outcome: StepOutcome | None,
+                  note: Note) -> StepOutcome:
     against_torch = torch_outcome if recipe.name != "torch" else None
     ctx = BuildContext(
         jobs=report.jobs, source_date_epoch=0,
