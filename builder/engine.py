@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import io
 import json
+import os
 import tarfile
 import time
 from collections.abc import Iterator
@@ -178,7 +179,7 @@ class Engine:
                 spec.image, spec.command, environment=spec.environment,
                 volumes=dict(m.as_docker() for m in spec.mounts), working_dir=spec.workdir,
                 user=spec.user or "", network_mode=spec.network, nano_cpus=spec.nano_cpus,
-                mem_limit=spec.mem_limit, labels={"builder": "1", **spec.labels},
+                mem_limit=spec.mem_limit, labels={"builder": "1", "builder.pid": str(os.getpid()), **spec.labels},
                 privileged=False, detach=True,
             )
             container.start()

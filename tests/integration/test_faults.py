@@ -1,0 +1,164 @@
+"""Faults, interrupts, limits, concurrency and hostile input against the real daemon:
+each ends in a clear error (or a wait), no container left behind, nothing half-published."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+
+import pytest
+
+from builder.examples import write_example_repo
+from tests.conftest import run_builder, write_config
+
+pytestmark = pytest.mark.docker
+
+SECRET = "s3cr3t-planted-" + uuid.uuid4().hex[:6]
+
+
+@pytest.fixture(scope="module")
+def setup(tmp_path_factory, base_image, engine):
+    root = tmp_path_factory.mktemp("faults")
+    repo = write_example_repo("faketorch", root / "faketorch")
+    volume = f"builder-test-faults-{uuid.uuid4().hex[:8]}"
+    cfg = write_config(root / "builder.toml", root / "data",
+                       f'[repos]\ntorch = "file://{repo}"\n[cache]\nccache = "volume:{volume}"\n'
+                       '[build]\nmemory_limit_gib = 3.0\ncpu_limit = 1.5\nuser = "1000:1000"\n')
+    run_builder("images", config=cfg, check=True)
+    yield {"root": root, "repo": repo, "cfg": cfg, "index": root / "data" / "index"}
+    engine.remove_volume(volume)
+
+
+def start_build(setup, *args: str) -> subprocess.Popen:
+    env = {**os.environ, "BUILDER_INDEX_PASSWORD": SECRET, "MY_API_TOKEN": SECRET}
+    return subprocess.Popen([sys.executable, "-m", "builder", "--config", str(setup["cfg"]), "wheels",
+                             "--torch", "main", "--no-smoke", *args],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+
+
+def wait_for_container(engine, proc, step: str = "torch", timeout: float = 120):
+    """The build container of this builder process (other builds may run on the daemon)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        found = engine.client.containers.list(
+            filters={"label": [f"builder.step={step}", f"builder.pid={proc.pid}"]})
+        if found:
+            return found[0]
+        time.sleep(0.2)
+    raise AssertionError("the build container never started")
+
+
+def builder_containers(engine, *procs):
+    return [c for proc in procs
+            for c in engine.client.containers.list(all=True, filters={"label": f"builder.pid={proc.pid}"})]
+
+
+def wheels_in_index(setup):
+    files = setup["index"] / "files"
+    return sorted(p.name for p in files.glob("*.whl")) if files.is_dir() else []
+
+
+def leftovers(setup):
+    work = setup["root"] / "data" / "work"
+    return sorted(p.name for p in work.iterdir()) if work.is_dir() else []
+
+
+def test_container_runs_unprivileged_with_limits_and_no_secrets(setup, engine):
+    proc = start_build(setup)
+    try:
+        container = wait_for_container(engine, proc)
+        attrs = engine.api.inspect_container(container.id)
+        host = attrs["HostConfig"]
+        assert host["Privileged"] is False
+        assert host["Memory"] == 3 * 1024 ** 3
+        assert host["NanoCpus"] == int(1.5e9)
+        assert attrs["Config"]["User"] == "1000:1000"
+        assert not any("docker.sock" in (m.get("Source") or "") for m in attrs["Mounts"])
+        assert SECRET not in json.dumps(attrs)
+        container.kill()  # a build container killed (as the OOM killer would)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == 1
+    last = err.strip().splitlines()[-1]
+    assert last.startswith("error: building torch from") and "exit 137" in last and "see the log" in last
+    assert SECRET not in out + err
+    assert wheels_in_index(setup) == []
+    assert builder_containers(engine, proc) == []
+    assert leftovers(setup) == []
+
+
+@pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
+def test_interrupt_cleans_up(setup, engine, sig, code):
+    proc = start_build(setup)
+    try:
+        wait_for_container(engine, proc)
+        time.sleep(1)
+        proc.send_signal(sig)
+        _, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert proc.returncode == code, err
+    assert "containers and temporary files removed" in err
+    assert builder_containers(engine, proc) == []
+    assert leftovers(setup) == []
+    assert wheels_in_index(setup) == []
+
+
+def test_too_little_disk_is_refused_before_compiling(setup, engine):
+    done = run_builder("wheels", "--torch", "main", "--no-smoke", config=setup["cfg"],
+                       env={"BUILDER_BUILD_MIN_FREE_DISK_GIB": "1000000"})
+    assert done.returncode == 1
+    assert "GiB free in" in done.stderr and "the build needs 1000000.0 GiB" in done.stderr
+
+
+def test_two_concurrent_runs_both_succeed(setup, engine):
+    """After the interrupted runs above, the next runs work; two at once share the lock."""
+    first, second = start_build(setup), start_build(setup)
+    out1, err1 = first.communicate(timeout=900)
+    out2, err2 = second.communicate(timeout=900)
+    assert first.returncode == 0, err1
+    assert second.returncode == 0, err2
+    statuses = sorted(line.split(":")[1].split()[0] for line in (err1 + err2).splitlines()
+                      if line.startswith("torch: ") and (" built " in line or " reused " in line))
+    assert statuses == ["built", "reused"]
+    assert "waiting for it" in err1 + err2
+    assert len(wheels_in_index(setup)) == 1
+    index_page = (setup["index"] / "simple" / "torch" / "index.html").read_text()
+    assert wheels_in_index(setup)[0] in index_page
+    assert builder_containers(engine, first, second) == []
+
+
+HOSTILE = [
+    ["wheels", "--torch", "main; rm -rf /"],
+    ["wheels", "--torch", "--upload-pack=touch /tmp/pwned"],
+    ["wheels", "--torch", "$(touch /tmp/pwned)"],
+    ["wheels", "--torch", "main\nid"],
+    ["wheels", "--torch", "main", "--torch-repo", "--upload-pack=touch /tmp/pwned"],
+    ["wheels", "--torch", "main", "--torch-repo", "ext::sh -c touch% /tmp/pwned"],
+    ["wheels", "--torch", "main", "--torch-repo", "file://../../etc"],
+    ["wheels", "--torch", "main", "--user", "0; id"],
+    ["wheels", "--torch", "main", "--ccache", "volume:../../x"],
+    ["wheels", "--torch", "main", "--ccache-remote", "redis://x;id"],
+    ["wheels", "--torch", "x" * 300],
+    ["wheels", "--torch", "2.13.0; id"],
+    ["index", "show", "../../etc/passwd"],
+]
+
+
+@pytest.mark.parametrize("args", HOSTILE, ids=[repr(a[-1])[:40] for a in HOSTILE])
+def test_hostile_cli_input_is_one_clear_error(setup, args):
+    before = wheels_in_index(setup)
+    done = run_builder(*args, config=setup["cfg"])
+    assert done.returncode != 0
+    lines = [ln for ln in done.stderr.strip().splitlines() if ln.startswith("error:")]
+    assert len(lines) == 1, done.stderr
+    assert not os.path.exists("/tmp/pwned")
+    assert wheels_in_index(setup) == before
