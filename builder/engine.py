@@ -197,7 +197,7 @@ class Engine:
         """Run a container to completion, streaming its output to ``log``."""
         started = time.monotonic()
         chunks: list[str] = []
-        with self.container(spec) as container:
+        with self.container(spec) as container, _daemon_guard(spec.image):
             for raw in container.logs(stream=True, follow=True):
                 text = raw.decode("utf-8", "replace")
                 chunks.append(text)
@@ -215,7 +215,7 @@ class Engine:
         result and the new image ID (None when the run failed)."""
         started = time.monotonic()
         chunks: list[str] = []
-        with self.container(spec) as container:
+        with self.container(spec) as container, _daemon_guard(spec.image):
             for raw in container.logs(stream=True, follow=True):
                 text = raw.decode("utf-8", "replace")
                 chunks.append(text)
@@ -246,6 +246,18 @@ class Engine:
     def remove_volume(self, name: str) -> None:
         with contextlib.suppress(docker.errors.NotFound):
             self.client.volumes.get(name).remove(force=True)
+
+
+@contextlib.contextmanager
+def _daemon_guard(image: str) -> Iterator[None]:
+    """A daemon that stops or restarts mid-run breaks the connection: one clear error."""
+    try:
+        yield
+    except requests.exceptions.RequestException as exc:
+        raise BuildError(f"lost the Docker daemon while running a container from {image} ({_short(exc)})",
+                         "check that dockerd is running, then rerun: stages already built are reused") from None
+    except docker.errors.APIError as exc:
+        raise BuildError(f"Docker failed while running a container from {image}: {_short(exc)}") from None
 
 
 def _short(exc: BaseException) -> str:
