@@ -43,7 +43,10 @@ class XlaRecipe(Recipe):
     def bazelrc(self, ctx: BuildContext) -> str:
         lines = [f"build --disk_cache={BAZEL_CACHE_MOUNT}"]
         if ctx.bazel_remote:
+            # Upstream's .bazelrc sets --noremote_upload_local_results; without turning it
+            # back on, the shared cache would be read but never filled.
             lines.append(f"build --remote_cache={ctx.bazel_remote}")
+            lines.append("build --remote_upload_local_results")
         return "\n".join(lines) + "\n"
 
     def prepare_lines(self, ctx: BuildContext) -> list[str]:

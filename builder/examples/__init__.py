@@ -1,0 +1,177 @@
+"""Fixture source repos shaped like pytorch and pytorch/xla.
+
+builder's real recipes run on them unchanged, so `builder demo` and the
+integration tests exercise the real paths (git refs, submodules, env knobs,
+ccache, the XLA stage installing torch from the local index) in minutes
+instead of hours:
+
+- ``faketorch``: setup.py + CMake/Ninja, ~60 C++ files into libtorch_cpu.so,
+  a plain-C ``torch._C``, and a ``third_party/fakefmt`` git submodule.
+- ``fakexla``: imports the installed (fake) torch at build time, builds
+  ``_XLAC`` against torch's headers and libtorch_cpu.so, and computes Bazel
+  options from the environment exactly as pytorch/xla's build_util.py does.
+- ``xla_real_ext``: a torch.utils.cpp_extension extension built against the
+  real torch CPU wheel.
+
+The trees ship as package data and are written out as git repos with a fixed
+identity and fixed dates, so every commit SHA is the same on every machine.
+Files named ``dot-NAME`` are written as ``.NAME`` (keeps dotfiles out of the
+package data, which setuptools' globs would skip).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+from collections.abc import Mapping
+from pathlib import Path
+
+EXAMPLES = ("faketorch", "fakexla", "xla_real_ext")
+
+# Submodules: example -> ((path in the superproject, fixture tree written beside it), ...).
+SUBMODULES: Mapping[str, tuple[tuple[str, str], ...]] = {
+    "faketorch": (("third_party/fakefmt", "fakefmt"),),
+}
+
+TAGS = {"faketorch": "v2.99.0", "fakexla": "v2.99.0", "xla_real_ext": "v2.99.0", "fakefmt": "v1.0.0"}
+
+GIT_NAME = "builder fixtures"
+GIT_EMAIL = "fixtures@builder.invalid"
+GIT_DATE = "2024-01-01T00:00:00+00:00"
+
+DOT_PREFIX = "dot-"
+_SKIP = shutil.ignore_patterns("__pycache__", "*.pyc", "build", "dist", "*.egg-info", "*.so", "*.o")
+_COMMENT = {".py": "#", ".txt": "#", ".cmake": "#", ".in": "//", ".c": "//", ".cpp": "//", ".h": "//"}
+
+
+class ExampleError(RuntimeError):
+    """An example repo could not be written or changed."""
+
+
+def example_dir(name: str) -> Path:
+    """The packaged source tree of one example (or of the fakefmt submodule)."""
+    if name not in EXAMPLES and name != "fakefmt":
+        raise ExampleError(f"unknown example {name!r}; known: {', '.join(EXAMPLES)}")
+    return Path(__file__).resolve().parent / name
+
+
+def _git_env() -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("GIT_")}
+    env.update(
+        # Ignore the user's and the system's git config (hooks, signing, templates,
+        # init.defaultBranch): the SHAs must not depend on the machine.
+        GIT_CONFIG_GLOBAL=os.devnull,
+        GIT_CONFIG_NOSYSTEM="1",
+        GIT_TERMINAL_PROMPT="0",
+        GIT_AUTHOR_NAME=GIT_NAME,
+        GIT_AUTHOR_EMAIL=GIT_EMAIL,
+        GIT_AUTHOR_DATE=GIT_DATE,
+        GIT_COMMITTER_NAME=GIT_NAME,
+        GIT_COMMITTER_EMAIL=GIT_EMAIL,
+        GIT_COMMITTER_DATE=GIT_DATE,
+    )
+    return env
+
+
+def _git(repo: Path, *args: str) -> str:
+    # protocol.file.allow=always: since git 2.38.1 (CVE-2022-39253) submodules
+    # over the file transport (file:// URLs, local paths, and relative URLs
+    # resolved to local paths) are refused by default. Anyone cloning these
+    # repos with submodules needs the same flag:
+    #   git -c protocol.file.allow=always submodule update --init --recursive
+    cmd = ["git", "-c", "protocol.file.allow=always", "-c", "init.templateDir=", *args]
+    proc = subprocess.run(cmd, cwd=repo, env=_git_env(), capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise ExampleError(f"`{' '.join(cmd)}` failed in {repo}:\n{proc.stderr.strip()}")
+    return proc.stdout.strip()
+
+
+def _copy_tree(src: Path, dest: Path) -> None:
+    shutil.copytree(src, dest, ignore=_SKIP, dirs_exist_ok=True)
+    for path in sorted(dest.rglob("*"), reverse=True):
+        if path.is_file():
+            # Fixed modes: git records 644 vs 755, and an installed package may differ.
+            path.chmod(0o644)
+            if path.name.startswith(DOT_PREFIX):
+                path.rename(path.with_name("." + path.name[len(DOT_PREFIX) :]))
+
+
+def _init_repo(name: str, dest: Path, branch: str) -> None:
+    dest = Path(dest)
+    if dest.exists() and any(dest.iterdir()):
+        raise ExampleError(f"{dest} exists and is not empty")
+    dest.mkdir(parents=True, exist_ok=True)
+    _copy_tree(example_dir(name), dest)
+    _git(dest, "init", "-q", "-b", branch)
+    _git(dest, "add", "-A")
+
+
+def _commit_and_tag(repo: Path, message: str, tag: str) -> str:
+    _git(repo, "commit", "-q", "--no-verify", "-m", message)
+    _git(repo, "tag", "-a", tag, "-m", f"{repo.name} {tag}")
+    return _git(repo, "rev-parse", "HEAD")
+
+
+def _ensure_submodule_repo(tree: str, dest: Path, branch: str) -> Path:
+    """Write (or reuse) a submodule's fixture repo at dest."""
+    if (dest / ".git").exists():
+        return dest
+    _init_repo(tree, dest, branch)
+    _commit_and_tag(dest, f"{tree}: initial import", TAGS[tree])
+    return dest
+
+
+def write_example_repo(
+    name: str, dest: Path, branch: str = "main", submodule_urls: Mapping[str, str] | None = None
+) -> Path:
+    """Write example `name` as a git repo at `dest` (must be absent or empty); return dest.
+
+    One commit with a fixed author, committer and date, plus an annotated tag
+    (``TAGS[name]``), so HEAD's SHA is the same wherever it is written.
+
+    faketorch's submodule repos are written beside it (``dest.parent/fakefmt``,
+    reused if already there) and registered with the relative URL
+    ``../fakefmt``: git resolves it against the superproject's remote (or its
+    own directory when it has none), so a clone of ``<dir>/faketorch`` finds
+    ``<dir>/fakefmt`` and the SHA does not depend on ``<dir>``. Pass
+    ``submodule_urls={"third_party/fakefmt": "file:///..."}`` for an absolute
+    URL instead (the SHA then depends on it).
+    """
+    dest = Path(dest).absolute()
+    _init_repo(name, dest, branch)
+    for path, tree in SUBMODULES.get(name, ()):
+        sub_repo = _ensure_submodule_repo(tree, dest.parent / tree, branch)
+        url = (submodule_urls or {}).get(path, os.path.relpath(sub_repo, dest))
+        _git(dest, "submodule", "add", "-q", url, path)
+    _commit_and_tag(dest, f"{name}: initial import", TAGS[name])
+    return dest
+
+
+def commit_change(repo: Path, relpath: str, new_text: str | None = None, message: str | None = None) -> str:
+    """Change one file and commit it; return the new HEAD SHA.
+
+    new_text replaces the file's content; by default a comment line naming the
+    previous HEAD is appended (to a .cpp file this means one recompile).
+    Deterministic: the same change on the same commit gives the same SHA.
+    """
+    repo = Path(repo)
+    target = repo / relpath
+    if new_text is None:
+        if not target.is_file():
+            raise ExampleError(f"{target} does not exist; pass new_text to create it")
+        head = _git(repo, "rev-parse", "HEAD")
+        marker = _COMMENT.get(target.suffix, "#")
+        new_text = target.read_text() + f"{marker} changed after {head[:12]}\n"
+    target.parent.mkdir(parents=True, exist_ok=True)
+    target.write_text(new_text)
+    _git(repo, "add", "--", relpath)
+    _git(repo, "commit", "-q", "--no-verify", "-m", message or f"Change {relpath}")
+    return _git(repo, "rev-parse", "HEAD")
+
+
+def write_example_repos(dest: Path, branch: str = "main") -> dict[str, Path]:
+    """Write every example as dest/<name> (plus faketorch's submodule repos)."""
+    dest = Path(dest)
+    dest.mkdir(parents=True, exist_ok=True)
+    return {name: write_example_repo(name, dest / name, branch=branch) for name in EXAMPLES}
