@@ -151,8 +151,8 @@ def write_example_repo(
 def commit_change(repo: Path, relpath: str, new_text: str | None = None, message: str | None = None) -> str:
     """Change one file and commit it; return the new HEAD SHA.
 
-    new_text replaces the file's content; by default a comment line naming the
-    previous HEAD is appended (to a .cpp file this means one recompile).
+    new_text replaces the file's content; by default a line naming the previous HEAD
+    is appended: a tiny function in a .c/.cpp file (one real recompile), a comment elsewhere.
     Deterministic: the same change on the same commit gives the same SHA.
     """
     repo = Path(repo)
@@ -161,8 +161,15 @@ def commit_change(repo: Path, relpath: str, new_text: str | None = None, message
         if not target.is_file():
             raise ExampleError(f"{target} does not exist; pass new_text to create it")
         head = _git(repo, "rev-parse", "HEAD")
-        marker = _COMMENT.get(target.suffix, "#")
-        new_text = target.read_text() + f"{marker} changed after {head[:12]}\n"
+        if target.suffix in (".c", ".cpp"):
+            # Real code, not a comment: ccache's preprocessor mode would call a comment-only
+            # change a hit, and the point of the change is one real recompile.
+            new_text = target.read_text() + (f'extern "C" int builder_changed_{head[:12]}(void) {{ return 1; }}\n'
+                                             if target.suffix == ".cpp" else
+                                             f"int builder_changed_{head[:12]}(void) {{ return 1; }}\n")
+        else:
+            marker = _COMMENT.get(target.suffix, "#")
+            new_text = target.read_text() + f"{marker} changed after {head[:12]}\n"
     target.parent.mkdir(parents=True, exist_ok=True)
     target.write_text(new_text)
     _git(repo, "add", "--", relpath)

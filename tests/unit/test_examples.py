@@ -142,7 +142,8 @@ def test_commit_change(tmp_path: Path) -> None:
     assert second != first
     assert git(repo, "rev-parse", "HEAD~1") == first
     assert git(repo, "diff", "--name-only", first, second) == "csrc/kernels/kernel_000.cpp"
-    assert (repo / "csrc/kernels/kernel_000.cpp").read_text().endswith(f"// changed after {first[:12]}\n")
+    assert (repo / "csrc/kernels/kernel_000.cpp").read_text().endswith(
+        f'extern "C" int builder_changed_{first[:12]}(void) {{ return 1; }}\n')
     third = commit_change(repo, "csrc/kernels/kernel_000.cpp")
     assert third not in (first, second)  # the same default change twice still changes the file
     fourth = commit_change(repo, "version.txt", "2.99.1a0\n", message="Bump version")
