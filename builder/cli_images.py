@@ -16,7 +16,7 @@ from builder.config import Config
 from builder.console import err, out
 from builder.engine import Engine
 from builder.errors import BuilderError
-from builder.images import StageResult, build_stages, prepare_base
+from builder.images import StageResult, build_stages, prepare_base, push_stages
 from builder.plan import image_stages, render_stage, select_stages
 
 base_app = typer.Typer(help="Manage the base OS image.", no_args_is_help=True)
@@ -92,22 +92,25 @@ def summary_table(results: list[StageResult], total: float) -> Table:
     for column in ("stage", "key", "image", "status", "seconds"):
         table.add_column(column)
     for r in results:
-        table.add_row(r.name, r.key, r.image_id.removeprefix("sha256:")[:12],
-                      "reused" if r.reused else "built", f"{r.seconds:.1f}")
+        status = "pulled" if r.pulled else "reused" if r.reused else "built"
+        table.add_row(r.name, r.key, r.image_id.removeprefix("sha256:")[:12], status, f"{r.seconds:.1f}")
     return table
 
 
 def run_images(cfg: Config, stage: str | None = None, force: tuple[str, ...] = (),
-               as_json: bool = False) -> list[StageResult]:
+               as_json: bool = False, push: str | None = None, cache_from: str | None = None,
+               moving_tags: tuple[str, ...] = ()) -> list[StageResult]:
     engine = Engine()
     started = time.monotonic()
-    base_id = prepare_base(engine, cfg, err.print)
+    base_id = prepare_base(engine, cfg, err.print, cache_from)
     specs = select_stages(image_stages(cfg), stage)
 
     def report(name: str, event: str) -> None:
         err.print(f"  {name:<10} {event}")
 
-    results = build_stages(engine, cfg, specs, report, cfg.logs_dir / "images", base_id, force)
+    results = build_stages(engine, cfg, specs, report, cfg.logs_dir / "images", base_id, force, cache_from)
+    if push:
+        push_stages(engine, cfg, results, push, moving_tags, lambda text: err.print(text, markup=False))
     total = time.monotonic() - started
     if as_json:
         out.print_json(json.dumps([r.__dict__ | {"log_path": str(r.log_path or "")} for r in results]))
@@ -132,13 +135,16 @@ def images_cmd(
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan and Dockerfiles; build nothing."),
     force: list[str] = typer.Option([], "--force", help="Rebuild this stage even if its key exists."),
     as_json: bool = typer.Option(False, "--json", help="Print the stage results as JSON."),
+    push: str = typer.Option(None, "--push", help="Push base and stage images to this registry (host:port)."),
+    cache_from: str = typer.Option(None, "--cache-from", help="Pull missing stages by key from this registry."),
+    tag: list[str] = typer.Option([], "--tag", help="Extra moving tag to push (e.g. nightly)."),
 ) -> None:
     """Build the layered stage images (base -> toolchain -> python), reusing unchanged ones."""
     cfg = get_config()
     if dry_run:
         print_dry_run(cfg, stage)
         return
-    run_images(cfg, stage, tuple(force), as_json)
+    run_images(cfg, stage, tuple(force), as_json, push, cache_from, tuple(tag))
 
 
 @base_app.command("bootstrap")

@@ -165,6 +165,36 @@ class Engine:
             raise BuildError(f"docker import of {repository}:{tag} gave no image: {result!r}")
         return image_id
 
+    # -- registries --------------------------------------------------------------
+    def tag(self, image: str, reference: str) -> None:
+        repository, _, tag = reference.rpartition(":")
+        if not self.api.tag(image, repository, tag):
+            raise BuildError(f"docker tag {image} {reference} failed")
+
+    def push(self, reference: str) -> None:
+        """Push a tag. The SDK does not raise on a failed push: the error comes as a chunk."""
+        repository, _, tag = reference.rpartition(":")
+        try:
+            for chunk in self.api.push(repository, tag=tag, stream=True, decode=True):
+                if "error" in chunk:
+                    raise BuildError(f"docker push {reference} failed: {chunk['error'].strip()}",
+                                     "check the registry address and that it accepts pushes")
+        except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
+            raise BuildError(f"docker push {reference} failed: {_short(exc)}") from None
+
+    def pull_if_present(self, reference: str) -> str | None:
+        """Pull ``reference`` when the registry has it; None when it does not (or is unreachable)."""
+        try:
+            self.client.images.get_registry_data(reference)
+        except (docker.errors.NotFound, docker.errors.APIError, requests.exceptions.RequestException):
+            return None
+        repository, _, tag = reference.rpartition(":")
+        try:
+            self.api.pull(repository, tag=tag)
+        except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
+            raise BuildError(f"docker pull {reference} failed: {_short(exc)}") from None
+        return self.image_id(reference)
+
     def remove_image(self, ref: str) -> None:
         with contextlib.suppress(docker.errors.ImageNotFound):
             self.api.remove_image(ref, force=True)

@@ -26,6 +26,7 @@ class StageResult:
     log_path: Path | None = None
     versions: dict[str, str] = field(default_factory=dict)
     banners: dict[str, str] = field(default_factory=dict)
+    pulled: bool = False  # reused from a registry (--cache-from) rather than the local store
 
 
 Reporter = Callable[[str, str], None]  # (stage name, event: "reused" | "building" | "built")
@@ -93,10 +94,27 @@ def compiler_banners(engine: Engine, image: str, commands: list[str]) -> dict[st
     return banners
 
 
-def prepare_base(engine: Engine, config: Config, note: Callable[[str], None]) -> str:
-    """The base image's ID, bootstrapping it first when it is missing and allowed."""
+def registry_ref(registry: str, local: str) -> str:
+    """``builder/python:<key>`` in ``127.0.0.1:5000`` -> ``127.0.0.1:5000/builder/python:<key>``."""
+    return f"{registry.rstrip('/')}/{local}"
+
+
+def pull_as(engine: Engine, registry: str, local: str) -> str | None:
+    """Pull ``local``'s counterpart from ``registry`` and tag it locally; its image ID is kept
+    across push and pull, so the content keys of the stages after it still match."""
+    image_id = engine.pull_if_present(registry_ref(registry, local))
+    if image_id is not None:
+        engine.tag(image_id, local)
+    return image_id
+
+
+def prepare_base(engine: Engine, config: Config, note: Callable[[str], None], cache_from: str | None = None) -> str:
+    """The base image's ID: local, else pulled from ``cache_from``, else bootstrapped."""
     from builder.bootstrap import bootstrap_base
 
+    if engine.image_id(config.base.image) is None and cache_from and "@" not in config.base.image:
+        if pull_as(engine, cache_from, config.base.image):
+            note(f"base image {config.base.image} pulled from {cache_from}")
     if engine.image_id(config.base.image) is None and config.base.bootstrap and "@" not in config.base.image:
         note(f"base image {config.base.image} missing: bootstrapping it from {config.base.mirror} ...")
         result = bootstrap_base(engine, config, config.logs_dir / "bootstrap.log")
@@ -114,15 +132,24 @@ def ensure_parent(engine: Engine, config: Config) -> str:
 
 
 def build_stages(engine: Engine, config: Config, specs: list[StageSpec], report: Reporter,
-                 logs_dir: Path, base_id: str, force: tuple[str, ...] = ()) -> list[StageResult]:
+                 logs_dir: Path, base_id: str, force: tuple[str, ...] = (),
+                 cache_from: str | None = None) -> list[StageResult]:
     results: list[StageResult] = []
     parent_ref, parent_id = config.base.image, base_id
     for spec in specs:
         stage = render_stage(spec, parent_ref, parent_id)
         existing = None if spec.name in force else engine.image_id(stage.tag)
+        pulled = None
+        if existing is None and cache_from and spec.name not in force:
+            started = time.monotonic()
+            pulled = pull_as(engine, cache_from, stage.tag)
         if existing:
             report(stage.name, "reused")
             results.append(StageResult(stage.name, stage.key, stage.tag, existing, True, 0.0))
+        elif pulled:
+            report(stage.name, f"pulled from {cache_from}")
+            results.append(StageResult(stage.name, stage.key, stage.tag, pulled, True,
+                                       time.monotonic() - started, pulled=True))
         else:
             report(stage.name, "building")
             started = time.monotonic()
@@ -142,3 +169,22 @@ def build_stages(engine: Engine, config: Config, specs: list[StageSpec], report:
             report(stage.name, "built")
         parent_ref, parent_id = stage.tag, results[-1].image_id
     return results
+
+
+def push_stages(engine: Engine, config: Config, results: list[StageResult], registry: str,
+                moving_tags: tuple[str, ...], note: Callable[[str], None]) -> list[str]:
+    """Push the base image and every stage under its content-key tag, plus moving tags
+    (``nightly``, ``nightly-YYYYMMDD``) so humans and CI can find the latest."""
+    pushed = []
+    locals_ = [config.base.image] if "@" not in config.base.image else []
+    locals_ += [r.tag for r in results]
+    for local in locals_:
+        refs = [registry_ref(registry, local)]
+        repository = local.rpartition(":")[0]
+        refs += [registry_ref(registry, f"{repository}:{tag}") for tag in moving_tags]
+        for ref in refs:
+            engine.tag(local, ref)
+            engine.push(ref)
+            note(f"pushed {ref}")
+            pushed.append(ref)
+    return pushed
