@@ -22,6 +22,8 @@ def report_table(report: Report) -> Table:
     for o in report.steps:
         table.add_row(o.project, o.key[:12], o.status, f"{o.seconds:.1f}",
                       o.ccache.summary() if o.ccache else "", o.filename, o.sha256[:16])
+    if report.xla_smoke:
+        table.caption = f"xla smoke ({report.smoke}): {report.xla_smoke['summary']}"
     return table
 
 
@@ -30,6 +32,7 @@ def report_json(report: Report) -> dict:
         "seconds": round(report.seconds, 3),
         "jobs": report.jobs,
         "smoke": report.smoke,
+        "xla_smoke": report.xla_smoke,
         "stages": [{"name": s.name, "key": s.key, "tag": s.tag, "image_id": s.image_id, "reused": s.reused,
                     "seconds": round(s.seconds, 3)} for s in report.stages],
         "wheels": [{"recipe": o.recipe, "project": o.project, "status": o.status, "filename": o.filename,
@@ -71,12 +74,16 @@ def wheels_cmd(
     index_dir: str = typer.Option(None, "--dir", help="Local index directory (default: \\[index] dir)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON on stdout."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan; build nothing."),
+    locked: bool = typer.Option(False, "--locked", help="Build exactly what the lock file records; "
+                                "drift (a moved ref, a package no longer installable) is an error."),
+    lock_file: str = typer.Option("builder.lock", "--lock-file", help="Lock file used with --locked."),
 ) -> None:
     """Build torch (and torch_xla) wheels from git refs into the local index, reusing what is unchanged."""
     cfg = get_config({"index.dir": index_dir, "cache.ccache": ccache, "cache.ccache_remote": ccache_remote,
                       "cache.bazel": bazel_cache, "cache.bazel_remote": bazel_remote, "build.user": user})
     request = Request(torch=torch, xla=xla, torch_repo=torch_repo, xla_repo=xla_repo, jobs=jobs,
-                      smoke=not no_smoke, force_smoke=force_smoke, torch_version=torch_version, xla_version=xla_version)
+                      smoke=not no_smoke, force_smoke=force_smoke, torch_version=torch_version, xla_version=xla_version,
+                      lock_file=lock_file if locked else "")
     if dry_run:
         from builder.cli_images import print_dry_run
         from builder.pipeline import plan_targets

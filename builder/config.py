@@ -94,6 +94,7 @@ class PrebuiltConfig:
 
     index_url: str = "https://pypi.org/simple"
     find_links: list[str] = field(default_factory=list)  # extra dirs/URLs searched first
+    download_cache: str = ""  # verified downloads kept for reruns; empty: <data_dir>/downloads
 
 
 @dataclass(frozen=True)
@@ -165,6 +166,7 @@ _CHECKS: dict[str, Callable[[Any, str], Any]] = {
     "prebuilt.index_url": validate.http_url,
     "prebuilt.find_links": lambda v, f: [_match(x, f, r"^(/|file://|https?://)[^\s;|&$`'\"<>]*$", "path or URL")
                                          for x in v],
+    "prebuilt.download_cache": lambda v, f: _match(v, f, r"^(/.*)?$", "absolute path"),
     "build.network": lambda v, f: _match(v, f, r"^(host|none|default|bridge)$", "network (host, none)"),
     "build.user": lambda v, f: _match(v, f, r"^([0-9]+(:[0-9]+)?)?$", "uid[:gid]"),
     "repos.torch": validate.repo_url,
@@ -174,8 +176,8 @@ _CHECKS: dict[str, Callable[[Any, str], Any]] = {
     "cache.bazel": lambda v, f: _match(v, f, r"^(volume:[A-Za-z0-9][A-Za-z0-9_.-]*|path:/.*)$",
                                        "cache location (volume:NAME or path:/dir)"),
     "cache.ccache_max_size": lambda v, f: _match(v, f, r"^[0-9]+(\.[0-9]+)?[KMGT]?$", "size like 20G"),
-    "cache.ccache_remote": lambda v, f: _match(v, f, r"^((redis|http)://[A-Za-z0-9.:/_@%|=-]+)?$",
-                                               "redis://HOST:PORT or http://HOST/PATH"),
+    "cache.ccache_remote": lambda v, f: _match(v, f, r"^((redis|http)://[A-Za-z0-9.:/_@%|=-]+( |$))*$",
+                                               "redis://HOST:PORT or http://HOST/PATH (several: space separated)"),
     "cache.bazel_remote": lambda v, f: v and validate.http_url(v, f),
 }
 

@@ -20,14 +20,16 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 from packaging.version import InvalidVersion, Version
 
-from builder import validate
+from builder import validate, xla_smoke
 from builder.ccache import CCACHE_MOUNT, config_text, parse_location, read_only_env
 from builder.config import Config
 from builder.engine import ContainerSpec, Engine, Mount
 from builder.errors import BuildError, ConfigError, IndexError_
-from builder.fetch import fetch
-from builder.images import StageResult, build_stages, prepare_base
+from builder.fetch import completion_notes, default_cache_dir, fetch
+from builder.images import StageResult, build_stages, compiler_banners, prepare_base
 from builder.index import DirectoryIndex, Entry
+from builder.manifest import PROVENANCE_TOOLS, ImageRef, Provenance
+from builder.pairing import check_config, check_pair
 from builder.plan import image_stages
 from builder.recipes import BuildContext, get_recipe
 from builder.recipes.base import INDEX_MOUNT, Recipe, pip_from_local_index
@@ -59,6 +61,7 @@ class Request:
     torch_version: str = ""  # PYTORCH_BUILD_VERSION for a source build
     xla_version: str = ""
     force_smoke: bool = False
+    lock_file: str = ""  # set: build exactly what this builder.lock records (`--locked`)
 
 
 @dataclass
@@ -66,12 +69,16 @@ class Report:
     stages: list[StageResult] = field(default_factory=list)
     steps: list[StepOutcome] = field(default_factory=list)
     smoke: str = "skipped"
+    xla_smoke: dict | None = None  # the real torch_xla smoke's figures (builder.xla_smoke)
     jobs: int = 0
     seconds: float = 0.0
 
 
 def plan_targets(cfg: Config, request: Request) -> list[Target]:
     """Resolve refs (git ls-remote) or accept versions; nothing is built yet."""
+    check_config(cfg)
+    if request.xla is not None and is_version(request.torch) and is_version(request.xla):
+        check_pair(request.torch, request.xla)  # refused before anything is resolved, fetched or built
     targets = []
     for name, spec, repo in (("torch", request.torch, request.torch_repo or cfg.repos.torch),
                              ("xla", request.xla, request.xla_repo or cfg.repos.xla)):
@@ -104,8 +111,11 @@ def ensure_prebuilt(cfg: Config, index: DirectoryIndex, recipe: Recipe, version:
     entry = find_prebuilt(index, recipe.project, version)
     if entry is None:
         note(f"{recipe.project} {version}: not in the local index, fetching it with its dependencies ...")
-        fetch([f"{recipe.project}=={version}"], index, Path(cfg.data_dir) / "downloads", cfg.python.version,
-              cfg.prebuilt.index_url, cfg.prebuilt.find_links, log=cfg.logs_dir / f"fetch-{recipe.name}.log")
+        cache = default_cache_dir(cfg.data_dir, cfg.prebuilt.download_cache)
+        fetched = fetch([f"{recipe.project}=={version}"], index, cache, cfg.python.version, cfg.prebuilt.index_url,
+                        cfg.prebuilt.find_links, log=cfg.logs_dir / f"fetch-{recipe.name}.log",
+                        progress=completion_notes(note), note=note)
+        note(f"{recipe.project} {version}: {fetched.summary()}")
         entry = find_prebuilt(index, recipe.project, version)
     if entry is None:
         raise IndexError_(f"no {recipe.project} {version} wheel for this interpreter in the index",
@@ -119,9 +129,10 @@ def ccache_version(engine: Engine, image: str, remote: str) -> str:
     match = re.search(r"ccache version ([0-9.]+)", result.output)
     if not match:
         raise BuildError(f"cannot read the ccache version in {image}: {result.output.strip()[:200]}")
-    feature = remote.split(":", 1)[0] + "-storage"
-    if feature not in result.output.split():
-        raise BuildError(f"ccache {match.group(1)} in {image} lacks {feature} for {remote}")
+    for url in remote.split():  # ccache takes several remote storages, space separated
+        feature = url.split(":", 1)[0] + "-storage"
+        if feature not in result.output.split():
+            raise BuildError(f"ccache {match.group(1)} in {image} lacks {feature} for {url}")
     return match.group(1)
 
 
@@ -183,8 +194,9 @@ def smoke_check(engine: Engine, index: DirectoryIndex, image: str, outcomes: lis
                 log_path: Path) -> None:
     """Install the wheels in a fresh container from the index alone (no network) and run
     each recipe's smoke code."""
-    requirements = [f"{o.project}=={o.version}" for o in outcomes]
-    code = "\n".join(get_recipe(o.recipe).smoke_code() for o in outcomes)
+    plans = [xla_smoke.wheel_smoke(index, o, get_recipe(o.recipe).smoke_code()) for o in outcomes]
+    requirements = [requirement for requirement, _ in plans]
+    code = "\n".join(smoke for _, smoke in plans)
     script = f"set -eu\nmkdir -p $HOME\n{pip_from_local_index(*requirements)}\ncd /tmp\npython -c \"$SMOKE\"\n"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("w") as log:
@@ -242,15 +254,16 @@ def package_lock(cfg: Config, name: str, note: Note) -> Iterator[None]:
 
 def build_target(engine: Engine, cfg: Config, index: DirectoryIndex, recipe: Recipe, ref: ResolvedRef,
                  request: Request, report: Report, stage: StageResult, torch_outcome: StepOutcome | None,
-                 note: Note) -> StepOutcome:
+                 note: Note, provenance: Provenance | None = None) -> StepOutcome:
     """Reuse the wheel whose key is already in the index, else check out and compile."""
     with package_lock(cfg, recipe.name, note):
-        return _build_target(engine, cfg, index, recipe, ref, request, report, stage, torch_outcome, note)
+        return _build_target(engine, cfg, index, recipe, ref, request, report, stage, torch_outcome, note,
+                             provenance)
 
 
 def _build_target(engine: Engine, cfg: Config, index: DirectoryIndex, recipe: Recipe, ref: ResolvedRef,
                   request: Request, report: Report, stage: StageResult, torch_outcome: StepOutcome | None,
-                  note: Note) -> StepOutcome:
+                  note: Note, provenance: Provenance | None = None) -> StepOutcome:
     against_torch = torch_outcome if recipe.name != "torch" else None
     ctx = BuildContext(
         jobs=report.jobs, source_date_epoch=0,
@@ -271,13 +284,15 @@ def _build_target(engine: Engine, cfg: Config, index: DirectoryIndex, recipe: Re
     user = build_user(cfg)
     if user and os.geteuid() == 0:
         give_tree_to(tree.path, user)  # the build writes build/ inside the source
+    provenance = replace(provenance or Provenance(), ref=ref.ref, torch_wheel=against_torch.filename if against_torch
+                         else "", compilers=compiler_banners(engine, stage.tag, list(PROVENANCE_TOOLS)))
     note(f"{recipe.project}: building in {stage.tag} with {report.jobs} jobs ...")
     outcome = run_step(
         engine, index, recipe, ctx, tree, key, stage.tag, stage.image_id, mounts, Path(cfg.data_dir) / "work",
         cfg.logs_dir / "wheels" / f"{recipe.name}-{ref.sha[:12]}.log", network=cfg.build.network,
         user=user, nano_cpus=int(cfg.build.cpu_limit * 1e9) or None,
         mem_limit=f"{int(cfg.build.memory_limit_gib * 1024)}m" if cfg.build.memory_limit_gib else None,
-        torch_sha256=torch_sha)
+        torch_sha256=torch_sha, provenance=provenance)
     record_last_build(cfg, outcome)
     return outcome
 
@@ -307,27 +322,46 @@ def run_wheels(cfg: Config, request: Request, note: Note) -> Report:
     if request.xla is not None and request.torch is None:  # pragma: no cover - CLI requires --torch
         raise ConfigError("--xla needs --torch (a ref to build, or a prebuilt version)")
     targets = plan_targets(cfg, request)  # bad refs fail here, before any Docker call
+    lock = None
+    if request.lock_file:
+        from builder.lock import build_locked_stages, check_sources, load_lock
+
+        lock = load_lock(request.lock_file)
+        check_sources(lock, [(t.recipe, t.ref.url, t.ref.ref, t.ref.sha) for t in targets if t.ref])
     engine = Engine()
     index = DirectoryIndex(cfg.index_dir)
     base_id = prepare_base(engine, cfg, note)
-    report.stages = build_stages(engine, cfg, image_stages(cfg), lambda s, e: note(f"stage {s}: {e}"),
-                                 cfg.logs_dir / "images", base_id)
+    if lock is not None:
+        report.stages = build_locked_stages(engine, cfg, lock, image_stages(cfg),
+                                            lambda s, e: note(f"stage {s}: {e}"), cfg.logs_dir / "images", base_id)
+    else:
+        report.stages = build_stages(engine, cfg, image_stages(cfg), lambda s, e: note(f"stage {s}: {e}"),
+                                     cfg.logs_dir / "images", base_id)
+    provenance = Provenance(images=(ImageRef("base-image", cfg.base.image, base_id),
+                                    *(ImageRef(s.name, s.tag, s.image_id, s.key) for s in report.stages)))
     python_stage = report.stages[-1]
     report.jobs = choose_jobs(request.jobs or cfg.build.jobs, cfg.build.memory_per_job_gib)
     torch_outcome: StepOutcome | None = None
     for target in targets:
         recipe = get_recipe(target.recipe)
         if target.version:
+            if recipe.name == "xla" and torch_outcome is not None:
+                check_pair(torch_outcome.version, target.version)  # a built torch: checked before the fetch
             outcome = ensure_prebuilt(cfg, index, recipe, target.version, note)
         else:
             assert target.ref is not None
             outcome = build_target(engine, cfg, index, recipe, target.ref, request, report, python_stage,
-                                   torch_outcome, note)
+                                   torch_outcome, note, provenance)
         note(f"{recipe.project}: {outcome.status} {outcome.filename}")
         report.steps.append(outcome)
         if recipe.name == "torch":
             torch_outcome = outcome
-    if request.smoke:
+    real_xla = xla_smoke.real_xla_wheels(index, report.steps) if request.smoke else None
+    if real_xla:  # a real torch_xla: the lazy-execution check, figures into the report
+        result = xla_smoke.smoke(engine, index, python_stage.tag, python_stage.image_id, real_xla,
+                                 Path(cfg.data_dir), cfg.logs_dir, request.force_smoke, note=note)
+        report.smoke, report.xla_smoke = result.status, result.as_dict()
+    elif request.smoke:
         report.smoke = run_smoke(engine, cfg, index, python_stage, report.steps, request.force_smoke)
     report.seconds = time.monotonic() - started
     return report

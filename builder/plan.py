@@ -109,6 +109,7 @@ def image_stages(config: Config) -> list[StageSpec]:
             "snapshot": config.base.snapshot,
             "ca_certificates": config.base.ca_certificates,
             "extra_ca": bool(ca),
+            "apt_lock": [],  # name=version pins from builder.lock (builder.lock.locked_spec)
         },
         files={"extra-ca.crt": ca} if ca else {},
         pins={"ca-certificates": config.base.ca_certificates},
@@ -120,6 +121,7 @@ def image_stages(config: Config) -> list[StageSpec]:
             "gcc": tc.gcc, "clang": tc.clang, "ccache": tc.ccache, "cmake": tc.cmake,
             "ninja": tc.ninja, "git": tc.git, "make": tc.make,
             "python_series": series, "python_package": py.package_version,
+            "apt_lock": [],
         },
         pins={
             "gcc-12": tc.gcc, "g++-12": tc.gcc, "clang-14": tc.clang, "ccache": tc.ccache,
@@ -132,7 +134,7 @@ def image_stages(config: Config) -> list[StageSpec]:
         name="python",
         template="python.Dockerfile.j2",
         context={"python_series": series, "requirements": list(py.requirements),
-                 "index_url": py.index_url},
+                 "index_url": py.index_url, "pip_lock": []},
     )
     return [base, toolchain, python]
 

@@ -22,6 +22,8 @@ from builder.ccache import CCACHE_MOUNT, CacheStats, parse_print_stats, stats_de
 from builder.engine import ContainerSpec, Engine, Mount
 from builder.errors import BuildError
 from builder.index import DirectoryIndex
+from builder.manifest import Provenance, StepRecord, build_manifest
+from builder.normalize import normalize_wheel
 from builder.recipes.base import BAZEL_CACHE_MOUNT, INDEX_MOUNT, OUT_MOUNT, BuildContext, Recipe
 from builder.sources import SourceTree
 
@@ -88,7 +90,8 @@ def find_reusable(index: DirectoryIndex, recipe: Recipe, key: str, source_sha: s
 def run_step(engine: Engine, index: DirectoryIndex, recipe: Recipe, ctx: BuildContext, tree: SourceTree,
              key: str, image_tag: str, image_id: str, mounts: StepMounts, work_dir: Path, log_path: Path,
              network: str = "host", user: str | None = None, nano_cpus: int | None = None,
-             mem_limit: str | None = None, torch_sha256: str = "") -> StepOutcome:
+             mem_limit: str | None = None, torch_sha256: str = "",
+             provenance: Provenance | None = None) -> StepOutcome:
     """Compile in a container and publish the wheel (the caller checked ``key`` is not built)."""
     env = {**container_env(recipe, ctx), **mounts.ccache_env}
     started_wall = time.time()
@@ -120,20 +123,14 @@ def run_step(engine: Engine, index: DirectoryIndex, recipe: Recipe, ctx: BuildCo
             raise BuildError(f"building {recipe.project} produced {len(wheels)} wheels, expected 1",
                              f"see the log {log_path}")
         stats = stats_delta(_read_stats(out / "ccache-before.tsv"), _read_stats(out / "ccache-after.tsv"))
-        manifest = {
-            "build_key": key,
-            "recipe": recipe.name,
-            "builder_version": __version__,
-            "source": {"url": tree.url, "sha": tree.sha, "submodules": tree.submodules,
-                       "commit_time": tree.commit_time},
-            "image": {"tag": image_tag, "id": image_id},
-            "env": keyed_env(recipe, env),
-            "torch_wheel_sha256": torch_sha256,
-            "jobs": ctx.jobs,
-            "started": started_wall,
-            "finished": time.time(),
-            "ccache": stats.as_dict(),
-        }
+        normalized = normalize_wheel(wheels[0], ctx.source_date_epoch)  # same inputs -> same bytes
+        manifest = build_manifest(StepRecord(
+            wheel=wheels[0].name, sha256=normalized.sha256, build_key=key, recipe=recipe.name,
+            command=recipe.build_command(), source_url=tree.url, source_sha=tree.sha, submodules=tree.submodules,
+            commit_time=tree.commit_time, source_date_epoch=ctx.source_date_epoch, image_tag=image_tag,
+            image_id=image_id, env=keyed_env(recipe, env), jobs=ctx.jobs, started=started_wall,
+            finished=time.time(), ccache=stats.as_dict(), builder_version=__version__, version=ctx.version,
+            torch_requirement=ctx.torch_requirement, torch_sha256=torch_sha256), provenance)
         added = index.add(wheels[0], manifest)
         entry = next(e for e in index.entries() if e.filename == added.filename)
         return StepOutcome(recipe.name, recipe.project, "built", added.filename, entry.version, added.sha256,

@@ -10,6 +10,7 @@ import socket
 import subprocess
 import time
 import uuid
+import zipfile
 
 import pytest
 
@@ -41,11 +42,52 @@ def redis_url():
 
 
 @pytest.fixture(scope="module")
+def http_cache(tmp_path_factory):
+    """nginx with WebDAV: one HTTP cache for ccache (http://) and Bazel (--remote_cache)."""
+    root = tmp_path_factory.mktemp("nginx")
+    for sub in ("data", "tmp"):  # workers run as root: pytest's tmp dirs are private to root
+        (root / sub).mkdir()
+    port = free_port()
+    (root / "nginx.conf").write_text(f"""
+daemon off;
+user root root;
+worker_processes 1;
+pid {root}/nginx.pid;
+error_log {root}/error.log;
+events {{ worker_connections 64; }}
+http {{
+  access_log {root}/access.log;
+  client_body_temp_path {root}/tmp;
+  server {{
+    listen 127.0.0.1:{port};
+    location / {{
+      root {root}/data;
+      dav_methods PUT DELETE;
+      create_full_put_path on;
+      client_max_body_size 0;
+    }}
+  }}
+}}
+""")
+    proc = subprocess.Popen(["nginx", "-c", str(root / "nginx.conf"), "-p", str(root)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    for _ in range(50):
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                break
+        time.sleep(0.1)
+    yield {"url": f"http://127.0.0.1:{port}", "data": root / "data"}
+    proc.terminate()
+    proc.wait(10)
+
+
+@pytest.fixture(scope="module")
 def team(tmp_path_factory, base_image, engine):
     root = tmp_path_factory.mktemp("team")
     repo = write_example_repo("faketorch", root / "faketorch")
-    volumes = {name: f"builder-test-{name}-{uuid.uuid4().hex[:8]}" for name in ("shared", "fresh")}
-    yield {"root": root, "repo": repo, "volumes": volumes}
+    xla = write_example_repo("fakexla", root / "fakexla")
+    volumes = {name: f"builder-test-{name}-{uuid.uuid4().hex[:8]}" for name in ("shared", "fresh", "fresh2", "bazel")}
+    yield {"root": root, "repo": repo, "xla": xla, "volumes": volumes}
     for volume in volumes.values():
         engine.remove_volume(volume)
 
@@ -59,16 +101,16 @@ def build(team, member: str, *args: str, extra: str = "", env: dict[str, str] | 
 
 def torch_stats(done) -> dict:
     assert done.returncode == 0, done.stderr
-    wheel = json.loads(done.stdout)["wheels"][0]
+    wheel = next(w for w in json.loads(done.stdout)["wheels"] if w["project"] == "torch")
     assert wheel["status"] == "built"
     return wheel["ccache"]
 
 
 @pytest.fixture(scope="module")
-def first(team, redis_url):
-    """Teammate one: uid 1000, the shared volume, the Redis remote (a cold build)."""
+def first(team, redis_url, http_cache):
+    """Teammate one: uid 1000, the shared volume, two remotes (Redis and HTTP): a cold build."""
     done = build(team, "alice", "--user", "1000:1000", "--ccache", f"volume:{team['volumes']['shared']}",
-                 "--ccache-remote", redis_url)
+                 "--ccache-remote", f"{redis_url} {http_cache['url']}/ccache")
     return torch_stats(done)
 
 
@@ -114,3 +156,22 @@ def test_cache_dir_not_writable_is_a_clear_error_and_read_only_mode_works(team, 
     wheel = json.loads(ok.stdout)["wheels"][0]
     assert wheel["status"] == "built" and wheel["filename"].startswith("torch-")
     assert sorted(p.name for p in cache_dir.rglob("*")) == before  # nothing written
+
+
+def test_one_http_cache_backs_ccache_and_bazel(team, first, http_cache):
+    """A third machine: empty local cache, ccache over HTTP, and XLA's Bazel cache on the same server."""
+    url = http_cache["url"]
+    done = build(team, "erin", "--xla", "main", "--xla-repo", f"file://{team['xla']}",
+                 "--ccache", f"volume:{team['volumes']['fresh2']}", "--ccache-remote", f"{url}/ccache",
+                 "--bazel-cache", f"volume:{team['volumes']['bazel']}", "--bazel-remote-cache", f"{url}/bazel")
+    stats = torch_stats(done)
+    calls = stats["direct_hits"] + stats["preprocessed_hits"] + stats["misses"]
+    assert stats["remote_errors"] == 0
+    assert stats["remote_hits"] / calls >= 0.90, stats
+    xla = next(w for w in json.loads(done.stdout)["wheels"] if w["project"] == "torch_xla")
+    assert xla["status"] == "built"
+    with zipfile.ZipFile(team["root"] / "erin" / "index" / "files" / xla["filename"]) as wheel:
+        options = wheel.read("torch_xla/bazel_options.txt").decode()
+    assert f"--remote_cache={url}/bazel" in options and "--disk_cache=/bazel-cache" in options
+    assert list((http_cache["data"] / "bazel" / "ac").iterdir())
+    assert list((http_cache["data"] / "bazel" / "cas").iterdir())

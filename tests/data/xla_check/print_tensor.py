@@ -1,0 +1,8 @@
+"""Prints a device tensor every step: a host read per step."""
+import torch, torch_xla
+device = torch_xla.device()
+w = torch.ones(3, device=device)
+for i in range(4):
+    w = w * 2
+    print(w)
+    torch_xla.sync()

@@ -1,0 +1,230 @@
+"""Reproducibility end to end on the faketorch fixture, against the real daemon:
+deterministic wheels, `builder verify`, provenance manifests and their schema, secrets
+kept out of manifests, image history and logs, `builder lock` and `wheels --locked`.
+
+Kept lean: three compiles in all (the build, a verify rebuild that is also the second
+build from another data dir with an empty ccache, and the verify of a tampered wheel);
+the lock tests fail or reuse before compiling.
+"""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import uuid
+import zipfile
+from pathlib import Path
+
+import jsonschema
+import pytest
+
+from builder.examples import commit_change, write_example_repo
+from builder.manifest import SCHEMA_PATH, validate_manifest
+from tests.conftest import run_builder, write_config
+
+pytestmark = pytest.mark.docker
+
+TOKEN = "s3cr3t-planted-" + uuid.uuid4().hex[:8]
+PASSWORD = "index-pw-planted-" + uuid.uuid4().hex[:8]
+# BUILDER_* names are settings (an unknown one is an error), so the token is planted under
+# another secret-looking name; the index password is the real BUILDER_INDEX_PASSWORD.
+SECRETS_ENV = {"CI_DEPLOY_TOKEN": TOKEN, "BUILDER_INDEX_PASSWORD": PASSWORD}
+
+
+@pytest.fixture(scope="module")
+def env(tmp_path_factory, base_image, engine):
+    root = tmp_path_factory.mktemp("repro")
+    repo = write_example_repo("faketorch", root / "repos" / "faketorch")
+    volume = f"builder-test-repro-{uuid.uuid4().hex[:8]}"
+    configs = {}
+    for name in ("a", "b"):  # two data dirs: other checkout paths, other ccache volumes
+        configs[name] = write_config(root / f"builder-{name}.toml", root / f"data-{name}",
+                                     f'[cache]\nccache = "volume:{volume}-{name}"\nbazel = "volume:{volume}-bazel"\n'
+                                     f'[repos]\ntorch = "file://{repo}"\n[build]\njobs = 2\n')
+    yield {"root": root, "repo": repo, "cfg": configs["a"], "cfg_b": configs["b"],
+           "data": root / "data-a", "data_b": root / "data-b", "index": root / "data-a" / "index"}
+    for suffix in ("a", "b", "bazel"):
+        engine.remove_volume(f"{volume}-{suffix}")
+
+
+@pytest.fixture(scope="module")
+def built(env):
+    """One cold build of faketorch with secrets planted in the builder's environment."""
+    done = run_builder("wheels", "--torch", "main", "--no-smoke", "--json", config=env["cfg"], env=SECRETS_ENV)
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    (env["root"] / "wheels-a.log").write_text(done.stdout + done.stderr)
+    wheel = report["wheels"][0]
+    assert wheel["status"] == "built"
+    return {"report": report, "wheel": wheel, "path": env["index"] / "files" / wheel["filename"],
+            "manifest_path": env["index"] / "files" / f"{wheel['filename']}.manifest.json"}
+
+
+def verify(env, wheel, config, *extra):
+    done = run_builder("verify", wheel, "--dir", str(env["index"]), "--json", *extra, config=config,
+                       env=SECRETS_ENV)
+    results = json.loads(done.stdout) if done.stdout.strip() else []
+    return done, results
+
+
+def test_manifest_is_provenance_and_validates_against_the_schema(built):
+    manifest = json.loads(built["manifest_path"].read_text())
+    jsonschema.validate(manifest, json.loads(SCHEMA_PATH.read_text()))  # the schema kept in the repo
+    validate_manifest(manifest)
+    assert manifest["subject"] == [{"name": built["wheel"]["filename"],
+                                    "digest": {"sha256": built["wheel"]["sha256"]}}]
+    assert manifest["build_key"] == built["wheel"]["key"]
+    materials = {m["name"]: m for m in manifest["predicate"]["buildDefinition"]["resolvedDependencies"]}
+    assert materials["source"]["digest"]["gitCommit"] == built["wheel"]["source_sha"]
+    assert "submodule:third_party/fakefmt" in materials
+    stages = {s["name"]: s for s in built["report"]["stages"]}
+    for name in ("base", "toolchain", "python"):
+        assert materials[f"image:{name}"]["digest"]["sha256"] == stages[name]["image_id"].split(":")[1]
+        assert materials[f"image:{name}"]["annotations"]["key"] == stages[name]["key"]
+    run = manifest["predicate"]["runDetails"]
+    assert run["compilers"]["gcc"].startswith("gcc (Debian 12.2.0") and "14.0.6" in run["compilers"]["clang"]
+    assert run["sourceDateEpoch"] == 1704067200  # the fixture's commit time
+    assert run["ccache"]["misses"] > 0
+
+
+def test_wheel_is_normalized(built):
+    with zipfile.ZipFile(built["path"]) as zf:
+        infos = zf.infolist()
+    assert {i.date_time for i in infos} == {(2024, 1, 1, 0, 0, 0)}
+    assert infos[-1].filename.endswith(".dist-info/RECORD")
+    modes = {i.filename: (i.external_attr >> 16) & 0o777 for i in infos}
+    assert modes["torch/lib/libtorch_cpu.so"] == 0o755 and modes["torch/__init__.py"] == 0o644
+
+
+def test_planted_secrets_are_in_no_manifest_image_history_or_log(env, built, engine):
+    texts = {str(built["manifest_path"]): built["manifest_path"].read_text()}
+    for log in (env["data"] / "logs").rglob("*"):
+        if log.is_file():
+            texts[str(log)] = log.read_text(errors="replace")
+    texts["builder output"] = (env["root"] / "wheels-a.log").read_text()
+    images = [s["tag"] for s in built["report"]["stages"]] + ["builder/debian:bookworm-minbase"]
+    for tag in images:
+        history = subprocess.run(["docker", "history", "--no-trunc", "--format", "{{.CreatedBy}}", tag],
+                                 capture_output=True, text=True, check=True).stdout
+        assert history.strip() or tag == "builder/debian:bookworm-minbase", tag  # an imported rootfs: no steps
+        texts[f"docker history {tag}"] = history
+        texts[f"labels {tag}"] = json.dumps(engine.image_labels(tag))
+    assert len(texts) > 5
+    for where, text in texts.items():
+        assert TOKEN not in text and PASSWORD not in text, where
+
+
+def test_second_build_elsewhere_with_empty_ccache_is_identical_and_verify_passes(env, built, engine):
+    """`builder verify` run from the second data dir: a fresh checkout at another path, a
+    new empty ccache volume (removed afterwards), the same sha256 as the first build."""
+    done, results = verify(env, built["wheel"]["filename"], env["cfg_b"])
+    assert done.returncode == 0, done.stderr
+    [result] = results
+    assert result["ok"] and result["rebuilt"] == result["recorded"] == built["wheel"]["sha256"]
+    assert "rebuilding in" in done.stderr and "with empty caches" in done.stderr
+    checkout_line = next(line for line in done.stderr.splitlines() if "checking out" in line)
+    assert str(env["data_b"] / "verify") in checkout_line  # another checkout path than data-a/src/torch
+    log = (env["data_b"] / "logs" / "verify" / f"{built['wheel']['filename']}.log").read_text()
+    assert TOKEN not in log and PASSWORD not in log
+    assert not [v.name for v in engine.client.volumes.list() if v.name.startswith("builder-verify-")]  # removed
+    assert not list((env["data_b"] / "verify").glob("rebuild-*"))  # scratch tree removed
+
+
+def test_verify_fails_on_a_tampered_wheel_and_names_the_file(env, built):
+    path = built["path"]
+    original = path.read_bytes()
+    with zipfile.ZipFile(path) as zf:
+        info = zf.getinfo("torch/lib/libtorch_cpu.so")
+    offset = info.header_offset + 30 + len(info.filename.encode()) + len(info.extra) + info.compress_size // 2
+    tampered = bytearray(original)
+    tampered[offset] ^= 0x01
+    path.write_bytes(bytes(tampered))
+    try:
+        done, results = verify(env, built["wheel"]["filename"], env["cfg"])
+    finally:
+        path.write_bytes(original)
+    assert done.returncode == 1, done.stderr
+    [result] = results
+    assert not result["ok"] and result["rebuilt"] == result["recorded"] != result["published"]
+    assert [d.split(":")[0] for d in result["differences"]] == ["torch/lib/libtorch_cpu.so"]
+    assert "differs: torch/lib/libtorch_cpu.so: content differs" in done.stderr
+    assert "NOT reproduced: the published file" in done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("error: 1 of 1 wheel(s) did not verify")
+
+
+@pytest.fixture(scope="module")
+def lock_file(env, built):
+    path = env["root"] / "builder.lock"
+    done = run_builder("lock", "--torch", "main", "--out", str(path), config=env["cfg"])
+    assert done.returncode == 0, done.stderr
+    return path
+
+
+def test_lock_records_packages_hashes_and_sources(lock_file, built):
+    lock = json.loads(lock_file.read_text())
+    stages = lock["stages"]
+    assert list(stages) == ["base", "python", "toolchain"]  # sorted keys
+    assert stages["toolchain"]["apt"]["gcc-12"] == "12.2.0-14+deb12u1"
+    assert "cpp-12" in stages["toolchain"]["apt"]  # pulled in, not named in builder.toml
+    assert stages["base"]["apt"]["ca-certificates"] == "20230311+deb12u1"
+    pip = stages["python"]["pip"]
+    assert pip["setuptools"]["version"] == "80.9.0" and len(pip["setuptools"]["sha256"]) == 64
+    assert pip["wheel"]["sha256"] and pip["packaging"]["sha256"]
+    assert lock["base"]["image_id"].startswith("sha256:") and lock["base"]["apt"]
+    assert lock["sources"]["torch"]["sha"] == built["wheel"]["source_sha"]
+    for name, stage in stages.items():
+        assert stage["image_id"] == next(s["image_id"] for s in built["report"]["stages"] if s["name"] == name)
+
+
+def test_locked_build_reuses_what_matches_the_lock(env, built, lock_file):
+    done = run_builder("wheels", "--torch", "main", "--no-smoke", "--json", "--locked", "--lock-file",
+                       str(lock_file), config=env["cfg"])
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    assert all(s["reused"] for s in report["stages"])
+    assert report["wheels"][0]["status"] == "reused" and report["wheels"][0]["sha256"] == built["wheel"]["sha256"]
+
+
+def test_locked_with_a_version_that_does_not_exist_fails_before_compiling(env, built, lock_file):
+    lock = json.loads(lock_file.read_text())
+    base_apt, toolchain_apt = lock["stages"]["base"]["apt"], lock["stages"]["toolchain"]["apt"]
+    package = "cpp-12" if "cpp-12" not in base_apt else next(p for p in toolchain_apt if p not in base_apt)
+    for stage in ("toolchain", "python"):
+        lock["stages"][stage]["apt"][package] = "99.99-nonexistent1"
+    bad = env["root"] / "bad.lock"
+    bad.write_text(json.dumps(lock))
+    files_before = sorted(p.name for p in (env["index"] / "files").iterdir())
+    done = run_builder("wheels", "--torch", "main", "--no-smoke", "--locked", "--lock-file", str(bad),
+                       config=env["cfg"])
+    assert done.returncode == 1
+    last = done.stderr.strip().splitlines()[-1]
+    assert last.startswith("error: stage toolchain: builder.lock pins versions the package source no longer has")
+    assert f"E: Version '99.99-nonexistent1' for '{package}' was not found" in last
+    assert "checking out" not in done.stderr and "building in" not in done.stderr  # nothing compiled
+    assert sorted(p.name for p in (env["index"] / "files").iterdir()) == files_before
+
+
+def test_locked_with_a_moved_ref_fails_before_anything(env, built, lock_file):
+    head = subprocess.run(["git", "-C", str(env["repo"]), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
+    moved = commit_change(env["repo"], "csrc/kernels/kernel_002.cpp")
+    try:
+        done = run_builder("wheels", "--torch", "main", "--no-smoke", "--locked", "--lock-file", str(lock_file),
+                           config=env["cfg"])
+    finally:
+        subprocess.run(["git", "-C", str(env["repo"]), "reset", "-q", "--hard", head], check=True)
+    assert done.returncode == 1
+    assert done.stderr.strip() == (
+        f"error: torch: ref main moved: it is now {moved[:12]}, builder.lock has {head[:12]}; build the locked "
+        f"commit (--torch {head}) or accept the new one with `builder lock --torch main`")
+
+
+def test_lock_errors_are_clear(env, tmp_path):
+    done = run_builder("wheels", "--torch", "main", "--locked", "--lock-file", str(tmp_path / "none.lock"),
+                       config=env["cfg"])
+    assert done.returncode == 1
+    assert done.stderr.strip().startswith(f"error: cannot read the lock file {tmp_path / 'none.lock'}")
+    garbage = Path(tmp_path / "garbage.lock")
+    garbage.write_text("{}")
+    done = run_builder("wheels", "--torch", "main", "--locked", "--lock-file", str(garbage), config=env["cfg"])
+    assert "lock format None" in done.stderr

@@ -1,0 +1,225 @@
+"""Parsing real torch_xla 2.9.0 output into findings and smoke figures (no Docker).
+
+The logs in tests/data/xla_check/ were captured from `builder xla-check` runs (the
+container's merged output: the scripts' own lines, PT_XLA_DEBUG_LEVEL=2 analysis blocks
+and the runner's metrics marker), with the scripts mounted at /xla-check/src.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+from pathlib import Path
+
+import pytest
+
+from builder.fetch import Sources, cache_record_valid, parse_report, resolve_command, sources_for
+from builder.xla_check import (
+    CONTAINER_ROOT,
+    Block,
+    Frame,
+    analyse,
+    check_output,
+    host_site,
+    is_noise,
+    parse_blocks,
+    parse_dump,
+    user_frame,
+)
+from builder.xla_runtime import LiveOutput
+from builder.xla_smoke import SmokeFigures, image_key, parse_figures, result_key, verdict
+
+DATA = Path(__file__).resolve().parent.parent / "data"
+CAPTURED = DATA / "xla_check"
+HOST = "/home/me/project"
+
+
+def captured(name: str) -> str:
+    return (CAPTURED / f"{name}.log").read_text()
+
+
+def findings(name: str) -> list[tuple[str, str, int, str]]:
+    report = check_output(captured(name), HOST)
+    return [(f.kind, f.location, f.count, f.detail) for f in report.findings]
+
+
+# ------------------------------------------------------------------- analysis blocks
+def test_parse_blocks_of_a_clean_loop():
+    blocks = parse_blocks(captured("clean"))
+    assert [b.kind for b in blocks] == ["compilation"] + ["execution"] * 6
+    first = blocks[0]
+    assert first.cause == "user torch_xla.sync"
+    assert first.graph_hash == "4d1e765ee47c7fdbcc4780c4568a9e25"
+    assert (first.inputs, first.outputs) == (5, 7)
+    assert first.frames[0].function == "sync" and first.frames[0].file.endswith("torch_xla/torch_xla.py")
+    assert user_frame(first.frames) == Frame("<module>", f"{CONTAINER_ROOT}/clean.py", 19)
+    assert {b.graph_hash for b in blocks} == {first.graph_hash}
+
+
+def test_parse_blocks_cause_of_a_host_read():
+    blocks = parse_blocks(captured("item_in_loop"))
+    reads = [b for b in blocks if "access tensor value" in b.cause]
+    assert len(reads) == 6 + 1  # 6 executions and the one compilation of the read's graph
+    assert reads[0].cause == "most likely user code trying to access tensor value before torch_xla.sync"
+    assert {user_frame(b.frames).line for b in reads} == {20}
+
+
+def test_parse_blocks_ignores_other_lines_and_unfinished_blocks():
+    text = ("hello\nExecution Analysis: Execution Cause\nExecution Analysis:   user mark_step\n"
+            "Execution Analysis: Python Frame Triggered Execution: \n"
+            "Execution Analysis:   <module> (/xla-check/src/a.py:3)\nComputation hash: 00\n")
+    (block,) = parse_blocks(text)
+    assert block.cause == "user mark_step" and block.frames == [Frame("<module>", "/xla-check/src/a.py", 3)]
+
+
+def test_parse_dump_reads_the_marker_line():
+    dump = parse_dump(captured("clean"))
+    assert dump["metrics"]["CompileTime"]["samples"] == 1
+    assert dump["metrics"]["ExecuteTime"]["samples"] == 6
+    assert dump["counters"]["UncachedCompile"] == 1 and dump["counters"]["CachedCompile"] == 5
+    assert parse_dump("no marker here") is None
+
+
+# ------------------------------------------------------------------------- findings
+def test_clean_loop_has_no_finding():
+    report = check_output(captured("clean"), HOST)
+    assert report.findings == []
+    assert report.figures["compiles"] == 1 and report.figures["executions"] == 6
+    assert report.figures["transfers_from_device"] == 0 and report.figures["aten_counters"] == {}
+
+
+def test_item_in_the_loop_is_a_host_sync_at_its_line():
+    assert findings("item_in_loop") == [("host-sync", f"{HOST}/item_in_loop.py:20", 6,
+                                         "TransferFromDeviceTime 6 samples")]
+    hint = check_output(captured("item_in_loop"), HOST).findings[0].hint
+    assert ".item()" in hint
+
+
+def test_changing_batch_shapes_is_recompilation():
+    assert findings("changing_shapes") == [("recompilation", f"{HOST}/changing_shapes.py:19", 6, "")]
+
+
+def test_op_without_lowering_is_a_named_cpu_fallback():
+    found = findings("no_lowering")
+    assert ("cpu-fallback", f"{HOST}/no_lowering.py:18", 6, "aten::linalg_eig") in found
+    assert {f[0] for f in found} == {"cpu-fallback"}  # its forced reads are not reported twice
+    assert all(f[1].endswith("no_lowering.py:18") for f in found)
+
+
+def test_loop_without_sync_and_without_loader():
+    found = findings("no_sync")
+    assert [f[0] for f in found] == ["no-sync", "no-mpdeviceloader"]
+    assert found[0][1] == f"{HOST}/no_sync.py:12" and found[0][3] == f"graph executed at {HOST}/no_sync.py:17"
+    assert found[1] == ("no-mpdeviceloader", f"{HOST}/no_sync.py:12", 12, "")
+
+
+def test_batches_moved_by_hand_with_a_sync_is_only_the_loader_finding():
+    assert findings("no_loader") == [("no-mpdeviceloader", f"{HOST}/no_loader.py:12", 12, "")]
+
+
+def test_printing_a_tensor_is_a_host_sync():
+    (finding,) = check_output(captured("print_tensor"), HOST).findings
+    assert (finding.kind, finding.location, finding.count) == ("host-sync", f"{HOST}/print_tensor.py:7", 4)
+    assert "printing a tensor" in finding.hint
+
+
+def test_thresholds_once_is_not_a_loop():
+    one_read = {"metrics": {"ExecuteTime": {"samples": 1}}, "counters": {"MarkStep": 1},
+                "reads": {f"{CONTAINER_ROOT}/a.py:9": {".item()": 1}}, "transfers": {}}
+    assert analyse(one_read, []) == []
+    frame = Frame("<module>", f"{CONTAINER_ROOT}/a.py", 5)
+    two_graphs = [Block("compilation", "user torch_xla.sync", h, frames=[frame]) for h in ("a", "b")]
+    assert analyse({"metrics": {}, "counters": {}}, two_graphs) == []  # warm-up: a second graph is common
+
+
+def test_metrics_only_fallbacks_when_debug_output_is_missing():
+    dump = {"metrics": {"ExecuteTime": {"samples": 6}}, "counters": {"MarkStep": 6, "UncachedCompile": 5,
+                                                                    "aten::_local_scalar_dense": 6}}
+    kinds = [(f.kind, f.location, f.count) for f in analyse(dump, [])]
+    assert kinds == [("recompilation", "", 5), ("host-sync", "", 6)]
+
+
+def test_sites_map_back_to_the_users_dir():
+    assert host_site(f"{CONTAINER_ROOT}/sub/train.py:4", "/w") == "/w/sub/train.py:4"
+    assert host_site("/opt/venv/x.py:1", "/w") == "/opt/venv/x.py:1"
+
+
+def test_live_output_hides_the_analysis_wall_but_logs_everything():
+    log, shown = io.StringIO(), []
+    sink = LiveOutput(log, shown.append)
+    text = captured("item_in_loop")
+    for start in range(0, len(text), 97):  # docker delivers arbitrary chunks
+        sink.write(text[start:start + 97])
+    assert log.getvalue() == text
+    assert shown == ["# /work/main/tests/data/xla_scripts/item_in_loop.py  in builder/smoke:e8de33382c6dc6004632de1d",
+                     "mean loss 0.9117128203312556"]
+    assert is_noise("Execution Analysis: x") and is_noise("Computation hash: 1") and not is_noise("loss 1.0")
+
+
+# ----------------------------------------------------------------------- smoke figures
+def test_smoke_figures_from_the_real_run_pass():
+    figures = parse_figures(captured("smoke"))
+    assert figures is not None
+    assert (figures.compiles, figures.executions, figures.transfers_from_device) == (1, 6, 0)
+    assert (figures.uncached_compiles, figures.cached_compiles, figures.fallbacks) == (1, 5, {})
+    assert figures.torch == "2.9.0+cu128" and figures.torch_xla == "2.9.0"
+    assert verdict(figures) == []
+
+
+@pytest.mark.parametrize("change,expected", [
+    ({"compiles": 6, "uncached_compiles": 6, "cached_compiles": 0}, "compiled 6 times"),
+    ({"executions": 12}, "12 graph executions"),
+    ({"transfers_from_device": 6}, "6 device->host transfer"),
+    ({"fallbacks": {"aten::linalg_eig": 6}}, "aten::linalg_eig x6"),
+    ({"steps": 5}, "ran 5 steps"),
+])
+def test_smoke_verdict_names_what_is_wrong(change, expected):
+    good = dict(steps=6, compiles=1, executions=6, uncached_compiles=1, cached_compiles=5)
+    problems = verdict(SmokeFigures(**{**good, **change}))
+    assert any(expected in p for p in problems), problems
+
+
+def test_smoke_keys_change_with_their_inputs():
+    assert image_key("sha256:a", ["1", "2"]) == image_key("sha256:a", ["2", "1"])
+    assert image_key("sha256:a", ["1"]) != image_key("sha256:b", ["1"])
+    assert result_key("builder/smoke:x") != result_key("builder/smoke:x", steps=7)
+
+
+# ------------------------------------------------------------------------------- fetch
+def test_parse_pip_report_keeps_the_upstream_hashes():
+    pins = parse_report(json.loads((DATA / "fetch" / "pip-report.json").read_text()))
+    by_name = {p.name: p for p in pins}
+    torch = by_name["torch"]
+    assert torch.filename == "torch-2.9.0-cp311-cp311-manylinux_2_28_x86_64.whl"
+    assert torch.sha256 == "51de31219c97c51cf4bf2be94d622e3deb5dcc526c6dc00e97c17eaec0fc1d67"
+    assert torch.requested and not by_name["sympy"].requested
+    assert by_name["torch-xla"].url.startswith("https://files.pythonhosted.org/")
+
+
+def test_resolve_command_targets_the_python_stage_and_only_named_sources():
+    command = resolve_command(["torch==2.9.0"], "3.11", Sources("https://pypi.org/simple", ("/w",)), False,
+                              Path("/r.json"))
+    assert command[command.index("--python-version") + 1] == "3.11"
+    assert "cp311" in command and "--dry-run" in command and "--no-deps" in command
+    assert command[command.index("--index-url") + 1] == "https://pypi.org/simple"
+    assert command[-2:] == ["--", "torch==2.9.0"]
+    offline = resolve_command(["x==1"], "3.11", Sources(None, ("/w",)), True, Path("/r.json"))
+    assert "--no-index" in offline and "--no-deps" not in offline
+
+
+def test_sources_for_from(tmp_path):
+    assert sources_for(None, "https://pypi.org/simple", []) == Sources("https://pypi.org/simple", ())
+    assert sources_for("https://example.org/simple", "https://pypi.org/simple", []).index_url == \
+        "https://example.org/simple"
+    assert sources_for(str(tmp_path), "https://pypi.org/simple", []) == Sources(None, (str(tmp_path),))
+    (tmp_path / "index.html").write_text("<html></html>")
+    assert sources_for(tmp_path.as_uri(), "x", []).index_url == tmp_path.as_uri() + "/"
+
+
+def test_cache_record_valid_tracks_size_and_mtime(tmp_path):
+    path = tmp_path / "a.whl"
+    path.write_bytes(b"abc")
+    stat = path.stat()
+    assert cache_record_valid(path, {"size": 3, "mtime_ns": stat.st_mtime_ns})
+    assert not cache_record_valid(path, {"size": 4, "mtime_ns": stat.st_mtime_ns})
+    assert not cache_record_valid(tmp_path / "missing.whl", {"size": 3, "mtime_ns": 0})
