@@ -15,7 +15,7 @@ from builder.pipeline import Report, Request, run_wheels
 def report_table(report: Report) -> Table:
     table = Table(title=f"builder wheels ({report.seconds:.1f} s, {report.jobs} jobs, smoke {report.smoke})")
     for column in ("step", "key", "status", "seconds", "ccache", "wheel", "sha256"):
-        table.add_column(column)
+        table.add_column(column, no_wrap=column in ("step", "key", "status"), overflow="fold")
     for s in report.stages:
         table.add_row(f"image {s.name}", s.key[:12], "reused" if s.reused else "built", f"{s.seconds:.1f}",
                       "", "", "")
