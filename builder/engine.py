@@ -226,16 +226,10 @@ class Engine:
     def run(self, spec: ContainerSpec, log: IO[str] | None = None) -> RunResult:
         """Run a container to completion, streaming its output to ``log``."""
         started = time.monotonic()
-        chunks: list[str] = []
         with self.container(spec) as container, _daemon_guard(spec.image):
-            for raw in container.logs(stream=True, follow=True):
-                text = raw.decode("utf-8", "replace")
-                chunks.append(text)
-                if log is not None:
-                    log.write(text)
-                    log.flush()
+            output = _follow(container, log)
             status = container.wait()
-        return RunResult(exit_code=int(status.get("StatusCode", 1)), output="".join(chunks),
+        return RunResult(exit_code=int(status.get("StatusCode", 1)), output=output,
                          seconds=time.monotonic() - started)
 
     def run_and_commit(self, spec: ContainerSpec, repository: str, tag: str, log: IO[str] | None = None,
@@ -244,14 +238,8 @@ class Engine:
         (e.g. a smoke image with heavy wheels installed once per key). Returns the run
         result and the new image ID (None when the run failed)."""
         started = time.monotonic()
-        chunks: list[str] = []
         with self.container(spec) as container, _daemon_guard(spec.image):
-            for raw in container.logs(stream=True, follow=True):
-                text = raw.decode("utf-8", "replace")
-                chunks.append(text)
-                if log is not None:
-                    log.write(text)
-                    log.flush()
+            output = _follow(container, log)
             code = int(container.wait().get("StatusCode", 1))
             image_id = None
             if code == 0:
@@ -261,7 +249,7 @@ class Engine:
                 except docker.errors.APIError as exc:
                     raise BuildError(f"docker commit of {repository}:{tag} failed: {_short(exc)}") from None
                 image_id = image.id
-        return RunResult(code, "".join(chunks), time.monotonic() - started), image_id
+        return RunResult(code, output, time.monotonic() - started), image_id
 
     def containers_with_label(self, label: str) -> list[Any]:
         return self.client.containers.list(all=True, filters={"label": label})
@@ -276,6 +264,18 @@ class Engine:
     def remove_volume(self, name: str) -> None:
         with contextlib.suppress(docker.errors.NotFound):
             self.client.volumes.get(name).remove(force=True)
+
+
+def _follow(container: Any, log: IO[str] | None) -> str:
+    """Stream a container's output into ``log`` as it comes; return all of it."""
+    chunks: list[str] = []
+    for raw in container.logs(stream=True, follow=True):
+        text = raw.decode("utf-8", "replace")
+        chunks.append(text)
+        if log is not None:
+            log.write(text)
+            log.flush()
+    return "".join(chunks)
 
 
 @contextlib.contextmanager

@@ -50,7 +50,9 @@ class Recipe:
         return []
 
     def build_command(self) -> list[str]:
-        raise NotImplementedError
+        """``python setup.py bdist_wheel``: what pytorch's .ci/manywheel/build_common.sh and
+        pytorch/xla's release builds run; the wheel lands in the mounted output dir."""
+        return ["python", "setup.py", "bdist_wheel", "--dist-dir", f"{OUT_MOUNT}/dist"]
 
     def smoke_code(self) -> str:
         raise NotImplementedError

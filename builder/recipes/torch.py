@@ -8,7 +8,7 @@ BUILD_TEST, PYTORCH_BUILD_VERSION/PYTORCH_BUILD_NUMBER), ``tools/setup_helpers/c
 
 from __future__ import annotations
 
-from builder.recipes.base import OUT_MOUNT, BuildContext, Recipe
+from builder.recipes.base import BuildContext, Recipe
 
 
 class TorchRecipe(Recipe):
@@ -33,9 +33,6 @@ class TorchRecipe(Recipe):
             env["PYTORCH_BUILD_NUMBER"] = "0"
         env.update(ctx.extra_env)
         return env
-
-    def build_command(self) -> list[str]:
-        return ["python", "setup.py", "bdist_wheel", "--dist-dir", f"{OUT_MOUNT}/dist"]
 
     def smoke_code(self) -> str:
         return (

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import shlex
 
-from builder.recipes.base import BAZEL_CACHE_MOUNT, OUT_MOUNT, BuildContext, Recipe, pip_from_local_index
+from builder.recipes.base import BAZEL_CACHE_MOUNT, BuildContext, Recipe, pip_from_local_index
 
 
 class XlaRecipe(Recipe):
@@ -56,9 +56,6 @@ class XlaRecipe(Recipe):
             lines.append(pip_from_local_index(ctx.torch_requirement, target_home_dir="site"))
             lines.append('export PYTHONPATH="$HOME/site"')
         return lines
-
-    def build_command(self) -> list[str]:
-        return ["python", "setup.py", "bdist_wheel", "--dist-dir", f"{OUT_MOUNT}/dist"]
 
     def smoke_code(self) -> str:
         return (
