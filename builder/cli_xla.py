@@ -159,7 +159,7 @@ def print_findings(report, script: Path) -> None:
         out.print(f"{script}: no findings", markup=False)
         return
     table = Table("finding", "where", "count", "hint", title=f"{script}: {len(report.findings)} finding(s)")
-    table.columns[3].overflow = "fold"
+    table.columns[1].overflow = table.columns[3].overflow = "fold"
     for finding in report.findings:
         where = finding.location
         if where:

@@ -108,6 +108,7 @@ def find_prebuilt(index: DirectoryIndex, project: str, version: str) -> Entry | 
 
 
 def ensure_prebuilt(cfg: Config, index: DirectoryIndex, recipe: Recipe, version: str, note: Note) -> StepOutcome:
+    started = time.monotonic()
     entry = find_prebuilt(index, recipe.project, version)
     if entry is None:
         note(f"{recipe.project} {version}: not in the local index, fetching it with its dependencies ...")
@@ -120,7 +121,8 @@ def ensure_prebuilt(cfg: Config, index: DirectoryIndex, recipe: Recipe, version:
     if entry is None:
         raise IndexError_(f"no {recipe.project} {version} wheel for this interpreter in the index",
                           "import one with `builder index add FILE` or set [prebuilt] find_links")
-    return StepOutcome(recipe.name, recipe.project, "prebuilt", entry.filename, entry.version, entry.sha256)
+    return StepOutcome(recipe.name, recipe.project, "prebuilt", entry.filename, entry.version, entry.sha256,
+                       seconds=time.monotonic() - started)
 
 
 def ccache_version(engine: Engine, image: str, remote: str) -> str:

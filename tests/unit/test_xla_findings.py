@@ -223,3 +223,26 @@ def test_cache_record_valid_tracks_size_and_mtime(tmp_path):
     assert cache_record_valid(path, {"size": 3, "mtime_ns": stat.st_mtime_ns})
     assert not cache_record_valid(path, {"size": 4, "mtime_ns": stat.st_mtime_ns})
     assert not cache_record_valid(tmp_path / "missing.whl", {"size": 3, "mtime_ns": 0})
+
+
+# ------------------------------------------------------------- smoke of other wheels
+def test_wheel_smoke_of_an_extension_built_by_the_xla_recipe(tmp_path):
+    from builder.index import DirectoryIndex
+    from builder.wheelstep import StepOutcome
+    from builder.xla_smoke import is_real_torch_xla, real_xla_wheels, top_level_packages, wheel_smoke
+    from tests.helpers_wheels import make_wheel
+
+    index = DirectoryIndex(tmp_path / "index")
+    ext = make_wheel(tmp_path, "torch_xla_real_ext", "2.99.0+git1cb1889", tag="cp311-cp311-linux_x86_64")
+    fake = make_wheel(tmp_path, "torch_xla", "2.99.0", tag="cp311-cp311-linux_x86_64")
+    index.add(ext)
+    index.add(fake)
+    assert top_level_packages(ext) == ["torch_xla_real_ext"]
+    built = StepOutcome("xla", "torch_xla", "built", ext.name, "2.99.0+git1cb1889", "0" * 64)
+    requirement, code = wheel_smoke(index, built, "import torch_xla\n")
+    assert requirement == "torch_xla_real_ext==2.99.0+git1cb1889"
+    assert "import torch_xla_real_ext\n" in code and "import torch_xla\n" not in code
+    same = StepOutcome("xla", "torch_xla", "built", fake.name, "2.99.0", "0" * 64)
+    assert wheel_smoke(index, same, "import torch_xla\n") == ("torch_xla==2.99.0", "import torch_xla\n")
+    assert not is_real_torch_xla(fake)  # named torch_xla, but no metrics / parallel_loader modules
+    assert real_xla_wheels(index, [built, same]) == []
