@@ -159,6 +159,18 @@ class DirectoryIndex:
             keys.append(key)
             _atomic_write(manifest_path, _manifest_text(existing) or "")
 
+    def annotate(self, filename: str, field: str, value: Any) -> None:
+        """Record a check's result (e.g. the XLA smoke figures) in a published wheel's
+        manifest, under ``field``; the wheel itself is never touched."""
+        parse_filename(filename)
+        if not (self.files_dir / filename).is_file():
+            raise IndexError_(f"{filename} is not in the index at {self.root}")
+        manifest_path = self.files_dir / (filename + MANIFEST_SUFFIX)
+        with self._locked():
+            existing = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
+            existing[field] = value
+            _atomic_write(manifest_path, _manifest_text(existing) or "")
+
     def prune(self, keep: int) -> list[str]:
         """Keep the ``keep`` newest versions of each project; return the removed file names."""
         if isinstance(keep, bool) or not isinstance(keep, int) or keep < 1:

@@ -363,6 +363,9 @@ def run_wheels(cfg: Config, request: Request, note: Note) -> Report:
         result = xla_smoke.smoke(engine, index, python_stage.tag, python_stage.image_id, real_xla,
                                  Path(cfg.data_dir), cfg.logs_dir, request.force_smoke, note=note)
         report.smoke, report.xla_smoke = result.status, result.as_dict()
+        for outcome in report.steps:  # the figures travel with the torch_xla wheel
+            if xla_smoke.is_real_torch_xla(index.files_dir / outcome.filename):
+                index.annotate(outcome.filename, "xla_smoke", report.xla_smoke)
     elif request.smoke:
         report.smoke = run_smoke(engine, cfg, index, python_stage, report.steps, request.force_smoke)
     report.seconds = time.monotonic() - started

@@ -123,6 +123,14 @@ def test_cold_run_smoke_is_lazy(cold):
     assert smoke["image"].startswith("builder/smoke:") and smoke["problems"] == []
 
 
+def test_smoke_figures_are_in_the_torch_xla_manifest(env, cold):
+    report, _ = cold
+    xla = next(w for w in report["wheels"] if w["project"] == "torch_xla")
+    manifest = json.loads((env["index"] / "files" / f"{xla['filename']}.manifest.json").read_text())
+    assert manifest["xla_smoke"]["figures"]["compiles"] == 1
+    assert manifest["xla_smoke"]["figures"]["executions"] == 6
+
+
 def test_rerun_is_a_noop_and_force_smoke_runs_again(env, cold, engine):
     before = snapshot(env["cache"])
     report = json.loads(wheels(env, *PAIR).stdout)

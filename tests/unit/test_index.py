@@ -314,3 +314,14 @@ def test_serve_command_with_auth_and_bad_values(tmp_path: Path) -> None:
     for port in [0, 70000, True]:
         with pytest.raises(ValidationError):
             server_command(tmp_path, port=port)  # type: ignore[arg-type]
+
+
+def test_annotate_records_a_check_in_the_manifest(index: DirectoryIndex, src: Path) -> None:
+    wheel = make_wheel(src, "Foo_Bar", "1.0")
+    index.add(wheel, manifest={"build_key": "k1"})
+    before = sha256(index.files_dir / wheel.name)
+    index.annotate(wheel.name, "xla_smoke", {"compiles": 1, "executions": 6})
+    assert index.manifest(wheel.name) == {"build_key": "k1", "xla_smoke": {"compiles": 1, "executions": 6}}
+    assert sha256(index.files_dir / wheel.name) == before
+    with pytest.raises(IndexError_):
+        index.annotate("Other-1.0-py3-none-any.whl", "x", 1)
