@@ -11,6 +11,7 @@ import contextlib
 import io
 import json
 import os
+import socket
 import tarfile
 import time
 from collections.abc import Iterator
@@ -209,7 +210,8 @@ class Engine:
                 spec.image, spec.command, environment=spec.environment,
                 volumes=dict(m.as_docker() for m in spec.mounts), working_dir=spec.workdir,
                 user=spec.user or "", network_mode=spec.network, nano_cpus=spec.nano_cpus,
-                mem_limit=spec.mem_limit, labels={"builder": "1", "builder.pid": str(os.getpid()), **spec.labels},
+                mem_limit=spec.mem_limit, labels={"builder": "1", "builder.pid": str(os.getpid()),
+                                                  "builder.host": socket.gethostname(), **spec.labels},
                 privileged=False, detach=True,
             )
             container.start()
@@ -251,6 +253,23 @@ class Engine:
                 image_id = image.id
         return RunResult(code, output, time.monotonic() - started), image_id
 
+    def reap_orphans(self) -> list[str]:
+        """Remove containers an earlier builder run on this host could not remove (the
+        daemon went away mid-run, or the run was SIGKILLed): their process is gone."""
+        reaped = []
+        try:
+            found = self.client.containers.list(all=True, filters={"label": ["builder=1",
+                                                                           f"builder.host={socket.gethostname()}"]})
+        except (docker.errors.APIError, requests.exceptions.RequestException):
+            return reaped
+        for container in found:
+            pid = container.labels.get("builder.pid", "")
+            if pid.isdigit() and not _alive(int(pid)):
+                with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
+                    container.remove(force=True)
+                    reaped.append(container.name)
+        return reaped
+
     def containers_with_label(self, label: str) -> list[Any]:
         return self.client.containers.list(all=True, filters={"label": label})
 
@@ -264,6 +283,16 @@ class Engine:
     def remove_volume(self, name: str) -> None:
         with contextlib.suppress(docker.errors.NotFound):
             self.client.volumes.get(name).remove(force=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def _follow(container: Any, log: IO[str] | None) -> str:

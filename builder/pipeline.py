@@ -331,6 +331,8 @@ def run_wheels(cfg: Config, request: Request, note: Note) -> Report:
         lock = load_lock(request.lock_file)
         check_sources(lock, [(t.recipe, t.ref.url, t.ref.ref, t.ref.sha) for t in targets if t.ref])
     engine = Engine()
+    for name in engine.reap_orphans():
+        note(f"removed container {name} left behind by an interrupted earlier run")
     index = DirectoryIndex(cfg.index_dir)
     base_id = prepare_base(engine, cfg, note)
     if lock is not None:

@@ -63,4 +63,6 @@ def test_daemon_restart_mid_build_then_rerun_resumes(tmp_path: Path, base_image,
     assert all(s["reused"] for s in report["stages"])
     assert [s["image_id"] for s in report["stages"]] == [s["image_id"] for s in stages]
     assert report["wheels"][0]["status"] == "built"
+    # Whatever the dying daemon could not remove is gone after the rerun.
+    assert engine.client.containers.list(all=True, filters={"label": f"builder.pid={proc.pid}"}) == []
     engine.remove_volume(volume)
