@@ -71,9 +71,16 @@ def host_build(repo: Path, jobs: int, work: Path) -> float:
     env = {**os.environ, "MAX_JOBS": str(jobs), "USE_CUDA": "0", "BUILD_TEST": "0",
            "CMAKE_C_COMPILER_LAUNCHER": "ccache", "CMAKE_CXX_COMPILER_LAUNCHER": "ccache",
            "CCACHE_DIR": str(work / "host-ccache"), "CCACHE_BASEDIR": str(tree), "CCACHE_NOHASHDIR": "1"}
+    # The python stage's build requirements, in a venv of their own (not in the timing).
+    venv = work / "host-venv"
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "setuptools==80.9.0", "wheel==0.45.1",
+                    "packaging==25.0"], check=True)
     started = time.monotonic()
-    subprocess.run([sys.executable, "setup.py", "-q", "bdist_wheel", "--dist-dir", str(work / "host-dist")],
-                   cwd=tree, env=env, check=True, capture_output=True)
+    done = subprocess.run([str(venv / "bin" / "python"), "setup.py", "-q", "bdist_wheel", "--dist-dir",
+                           str(work / "host-dist")], cwd=tree, env=env, capture_output=True, text=True)
+    if done.returncode != 0:
+        sys.exit(f"host build failed:\n{done.stderr[-2000:]}")
     return time.monotonic() - started
 
 
