@@ -21,7 +21,7 @@ from filelock import FileLock, Timeout
 from packaging.version import InvalidVersion, Version
 
 from builder import validate, xla_smoke
-from builder.ccache import CCACHE_MOUNT, config_text, parse_location, read_only_env
+from builder.ccache import CCACHE_MOUNT, CacheLocation, config_text, parse_location, read_only_env
 from builder.config import Config
 from builder.engine import ContainerSpec, Engine, Mount
 from builder.errors import BuildError, ConfigError, IndexError_
@@ -141,12 +141,8 @@ def ccache_version(engine: Engine, image: str, remote: str) -> str:
 def prepare_ccache(engine: Engine, cfg: Config, image: str, index_root: Path, bazel: str) -> StepMounts:
     """Create the cache (volume or dir), check the build user can write it, and write its
     shared config; a read-only cache gets the same settings as environment instead."""
-    location = parse_location(cfg.cache.ccache, "cache.ccache")
+    location = ensure_location(engine, parse_location(cfg.cache.ccache, "cache.ccache"))
     compiler_check = f"string:gcc-12={cfg.toolchain.gcc},clang-14={cfg.toolchain.clang}"
-    if location.kind == "volume":
-        engine.ensure_volume(location.value)
-    elif not Path(location.value).is_dir():
-        Path(location.value).mkdir(parents=True)
     if cfg.cache.ccache_read_only:
         return StepMounts(location.docker_source, bazel, index_root, True, read_only_env(compiler_check))
     version = ccache_version(engine, image, cfg.cache.ccache_remote) if cfg.cache.ccache_remote else ""
@@ -183,13 +179,17 @@ def build_user(cfg: Config) -> str | None:
     return None if os.geteuid() == 0 else f"{os.geteuid()}:{os.getegid()}"
 
 
-def prepare_bazel_cache(engine: Engine, cfg: Config) -> str:
-    location = parse_location(cfg.cache.bazel, "cache.bazel")
+def ensure_location(engine: Engine, location: CacheLocation) -> CacheLocation:
+    """Create a cache's named volume or host directory if it does not exist yet."""
     if location.kind == "volume":
         engine.ensure_volume(location.value)
     else:
         Path(location.value).mkdir(parents=True, exist_ok=True)
-    return location.docker_source
+    return location
+
+
+def prepare_bazel_cache(engine: Engine, cfg: Config) -> str:
+    return ensure_location(engine, parse_location(cfg.cache.bazel, "cache.bazel")).docker_source
 
 
 def smoke_check(engine: Engine, index: DirectoryIndex, image: str, outcomes: list[StepOutcome],
