@@ -65,7 +65,9 @@ class PythonConfig:
     version: str = "3.11"  # python3.X package series
     package_version: str = "3.11.2-6+deb12u8"  # exact Debian version of python3.X(-dev,-venv)
     requirements: list[str] = field(
-        default_factory=lambda: ["setuptools==80.9.0", "wheel==0.45.1", "packaging==25.0"]
+        # build: the PEP 517 front end every wheel step runs (pypa/build); the packages a
+        # commit needs to build come from the commit itself, in the deps layer.
+        default_factory=lambda: ["setuptools==80.9.0", "wheel==0.45.1", "packaging==25.0", "build==1.6.1"]
     )
     index_url: str = "https://pypi.org/simple"
 

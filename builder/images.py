@@ -133,9 +133,11 @@ def ensure_parent(engine: Engine, config: Config) -> str:
 
 def build_stages(engine: Engine, config: Config, specs: list[StageSpec], report: Reporter,
                  logs_dir: Path, base_id: str, force: tuple[str, ...] = (),
-                 cache_from: str | None = None) -> list[StageResult]:
+                 cache_from: str | None = None, parent_ref: str | None = None) -> list[StageResult]:
+    """Build (or reuse by key) ``specs`` in order, the first on ``base_id`` (the base image,
+    or ``parent_ref`` with that ID when a stage goes on top of another stage)."""
     results: list[StageResult] = []
-    parent_ref, parent_id = config.base.image, base_id
+    parent_ref, parent_id = parent_ref or config.base.image, base_id
     for spec in specs:
         stage = render_stage(spec, parent_ref, parent_id)
         existing = None if spec.name in force else engine.image_id(stage.tag)

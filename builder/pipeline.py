@@ -21,6 +21,7 @@ from filelock import FileLock, Timeout
 from packaging.version import InvalidVersion, Version
 
 from builder import validate, xla_smoke
+from builder.buildreqs import BuildRequirements, missing_module_hint, read_build_requirements
 from builder.ccache import CCACHE_MOUNT, CacheLocation, config_text, parse_location, read_only_env
 from builder.config import Config
 from builder.engine import ContainerSpec, Engine, Mount
@@ -30,7 +31,7 @@ from builder.images import StageResult, build_stages, compiler_banners, prepare_
 from builder.index import DirectoryIndex, Entry
 from builder.manifest import PROVENANCE_TOOLS, ImageRef, Provenance
 from builder.pairing import check_config, check_pair
-from builder.plan import image_stages
+from builder.plan import deps_stage, image_stages
 from builder.recipes import BuildContext, get_recipe
 from builder.recipes.base import INDEX_MOUNT, Recipe, pip_from_local_index
 from builder.refs import ResolvedRef, is_version, resolve_ref
@@ -256,26 +257,41 @@ def package_lock(cfg: Config, name: str, note: Note) -> Iterator[None]:
 
 def build_target(engine: Engine, cfg: Config, index: DirectoryIndex, recipe: Recipe, ref: ResolvedRef,
                  request: Request, report: Report, stage: StageResult, torch_outcome: StepOutcome | None,
-                 note: Note, provenance: Provenance | None = None) -> StepOutcome:
+                 note: Note, provenance: Provenance | None = None,
+                 requirements: BuildRequirements | None = None) -> StepOutcome:
     """Reuse the wheel whose key is already in the index, else check out and compile."""
     with package_lock(cfg, recipe.name, note):
         return _build_target(engine, cfg, index, recipe, ref, request, report, stage, torch_outcome, note,
-                             provenance)
+                             provenance, requirements)
+
+
+def prepare_deps(engine: Engine, cfg: Config, ref: ResolvedRef, python_stage: StageResult, note: Note,
+                 label: str) -> tuple[BuildRequirements, StageResult]:
+    """Read the commit's build requirements from its mirror (no checkout) and bring up
+    the deps layer that holds them, reused when another commit listed the same ones."""
+    mirror = update_mirror(Path(cfg.data_dir) / "mirrors", ref.url, ref.sha)
+    requirements = read_build_requirements(mirror, ref.sha, label)
+    spec = deps_stage(cfg, requirements.requirements, requirements.sources)
+    [stage] = build_stages(engine, cfg, [spec], lambda s, e: note(f"stage {s} ({label}): {e}"),
+                           cfg.logs_dir / "images", python_stage.image_id, parent_ref=python_stage.tag)
+    return requirements, stage
 
 
 def _build_target(engine: Engine, cfg: Config, index: DirectoryIndex, recipe: Recipe, ref: ResolvedRef,
                   request: Request, report: Report, stage: StageResult, torch_outcome: StepOutcome | None,
-                  note: Note, provenance: Provenance | None = None) -> StepOutcome:
+                  note: Note, provenance: Provenance | None = None,
+                  requirements: BuildRequirements | None = None) -> StepOutcome:
     against_torch = torch_outcome if recipe.name != "torch" else None
     ctx = BuildContext(
         jobs=report.jobs, source_date_epoch=0,
         version=request.torch_version if recipe.name == "torch" else request.xla_version,
         torch_requirement=f"torch=={against_torch.version}" if against_torch else "",
-        bazel_remote=cfg.cache.bazel_remote, cache_silo=f"builder-{stage.key}")
+        bazel_remote=cfg.cache.bazel_remote, cache_silo=f"builder-{stage.key}",
+        backend=requirements.backend if requirements else "")
     mirror = update_mirror(Path(cfg.data_dir) / "mirrors", ref.url, ref.sha)
     ctx = replace(ctx, source_date_epoch=commit_time(mirror, ref.sha))
     torch_sha = against_torch.sha256 if against_torch else ""
-    key = wheel_key(recipe, stage.image_id, ref.sha, container_env(recipe, ctx), torch_sha)
+    key = wheel_key(recipe, stage.image_id, ref.sha, container_env(recipe, ctx), torch_sha, ctx.backend)
     reused = find_reusable(index, recipe, key, ref.sha)
     if reused is not None:
         return reused
@@ -289,14 +305,32 @@ def _build_target(engine: Engine, cfg: Config, index: DirectoryIndex, recipe: Re
     provenance = replace(provenance or Provenance(), ref=ref.ref, torch_wheel=against_torch.filename if against_torch
                          else "", compilers=compiler_banners(engine, stage.tag, list(PROVENANCE_TOOLS)))
     note(f"{recipe.project}: building in {stage.tag} with {report.jobs} jobs ...")
-    outcome = run_step(
-        engine, index, recipe, ctx, tree, key, stage.tag, stage.image_id, mounts, Path(cfg.data_dir) / "work",
-        cfg.logs_dir / "wheels" / f"{recipe.name}-{ref.sha[:12]}.log", network=cfg.build.network,
-        user=user, nano_cpus=int(cfg.build.cpu_limit * 1e9) or None,
-        mem_limit=f"{int(cfg.build.memory_limit_gib * 1024)}m" if cfg.build.memory_limit_gib else None,
-        torch_sha256=torch_sha, provenance=provenance)
+    log_path = cfg.logs_dir / "wheels" / f"{recipe.name}-{ref.sha[:12]}.log"
+    try:
+        outcome = run_step(
+            engine, index, recipe, ctx, tree, key, stage.tag, stage.image_id, mounts, Path(cfg.data_dir) / "work",
+            log_path, network=cfg.build.network,
+            user=user, nano_cpus=int(cfg.build.cpu_limit * 1e9) or None,
+            mem_limit=f"{int(cfg.build.memory_limit_gib * 1024)}m" if cfg.build.memory_limit_gib else None,
+            torch_sha256=torch_sha, provenance=provenance)
+    except BuildError as exc:
+        raise explain_failure(exc, log_path, recipe, ref, requirements) from exc
     record_last_build(cfg, outcome)
     return outcome
+
+
+def explain_failure(exc: BuildError, log_path: Path, recipe: Recipe, ref: ResolvedRef,
+                    requirements: BuildRequirements | None) -> BuildError:
+    """The cause a user can act on, when the log shows one (a missing build requirement)."""
+    try:
+        text = log_path.read_text(errors="replace")
+    except OSError:
+        return exc
+    where = " and ".join(requirements.sources) if requirements and requirements.sources else "requirements-build.txt"
+    hint = missing_module_hint(text, requirements, where) if requirements else None
+    if hint is None:
+        return exc
+    return BuildError(f"building {recipe.project} from {ref.sha[:12]} failed: {hint}", f"see the log {log_path}")
 
 
 def smoke_key(image_id: str, outcomes: list[StepOutcome]) -> str:
@@ -354,8 +388,10 @@ def run_wheels(cfg: Config, request: Request, note: Note) -> Report:
             outcome = ensure_prebuilt(cfg, index, recipe, target.version, note)
         else:
             assert target.ref is not None
-            outcome = build_target(engine, cfg, index, recipe, target.ref, request, report, python_stage,
-                                   torch_outcome, note, provenance)
+            requirements, deps = prepare_deps(engine, cfg, target.ref, python_stage, note, recipe.name)
+            report.stages.append(deps)
+            outcome = build_target(engine, cfg, index, recipe, target.ref, request, report, deps,
+                                   torch_outcome, note, provenance, requirements)
         note(f"{recipe.project}: {outcome.status} {outcome.filename}")
         report.steps.append(outcome)
         if recipe.name == "torch":

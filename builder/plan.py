@@ -139,6 +139,17 @@ def image_stages(config: Config) -> list[StageSpec]:
     return [base, toolchain, python]
 
 
+def deps_stage(config: Config, requirements: tuple[str, ...], sources: tuple[str, ...]) -> StageSpec:
+    """The deps layer over the python stage: one commit's build requirements
+    (builder.buildreqs), from the python stage's index."""
+    return StageSpec(
+        name="deps",
+        template="deps.Dockerfile.j2",
+        context={"requirements": list(requirements), "sources": list(sources) or ["none"],
+                 "index_url": config.python.index_url},
+    )
+
+
 def select_stages(specs: list[StageSpec], upto: str | None) -> list[StageSpec]:
     """Stages up to and including ``upto`` (its parents are always needed)."""
     if upto is None:

@@ -107,6 +107,16 @@ def checkout(mirror: Path, url: str, sha: str, worktree: Path) -> SourceTree:
     return SourceTree(path=worktree, url=url, sha=sha, commit_time=commit_time, submodules=submodules)
 
 
+def read_at_commit(mirror: Path, sha: str, path: str) -> str | None:
+    """The text of ``path`` in commit ``sha`` of ``mirror`` (None when the commit has no
+    such file): read with ``git show``, so planning needs no checkout."""
+    done = subprocess.run(["git", "show", f"{sha}:{path}"], cwd=mirror, capture_output=True, env=git_env(),
+                          stdin=subprocess.DEVNULL, timeout=GIT_TIMEOUT)
+    if done.returncode != 0:
+        return None
+    return done.stdout.decode("utf-8", errors="replace")
+
+
 def commit_time(mirror: Path, sha: str) -> int:
     """Committer time of ``sha``: the build's SOURCE_DATE_EPOCH."""
     return int(_git("show", "-s", "--format=%ct", sha, cwd=mirror, what="reading the commit time").strip())

@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from builder.buildreqs import read_build_requirements
 from builder.config import Config
 from builder.engine import Engine
 from builder.errors import BuilderError
@@ -165,9 +166,11 @@ def verify_wheel(engine: Engine, cfg: Config, index: DirectoryIndex, wheel: str,
         raise VerifyError(f"the build image {spec.image_tag} ({spec.image_id[:19]}) is no longer present",
                           "rebuild the stage images with `builder wheels --locked` (same packages) first")
     recipe = get_recipe(spec.recipe)
-    ctx = _context(spec, choose_jobs(jobs or cfg.build.jobs, cfg.build.memory_per_job_gib))
+    mirror = update_mirror(Path(cfg.data_dir) / "mirrors", spec.source_url, spec.source_sha)
+    backend = read_build_requirements(mirror, spec.source_sha, spec.source_url).backend
+    ctx = replace(_context(spec, choose_jobs(jobs or cfg.build.jobs, cfg.build.memory_per_job_gib)), backend=backend)
     env = container_env(recipe, ctx)
-    key = wheel_key(recipe, spec.image_id, spec.source_sha, env, spec.torch_sha256)
+    key = wheel_key(recipe, spec.image_id, spec.source_sha, env, spec.torch_sha256, backend)
     if key != spec.build_key:
         result.notes.append(f"the rebuild's key {key} differs from the recorded {spec.build_key} "
                             "(another builder version's recipe?)")
@@ -190,7 +193,6 @@ def verify_wheel(engine: Engine, cfg: Config, index: DirectoryIndex, wheel: str,
         engine.ensure_volume(f"{volume}-bazel")
         mounts = prepare_ccache(engine, fresh, spec.image_tag, scratch_index.root, f"{volume}-bazel")
         note(f"{wheel}: checking out {spec.source_sha[:12]} into {scratch} ...")
-        mirror = update_mirror(Path(cfg.data_dir) / "mirrors", spec.source_url, spec.source_sha)
         tree = checkout(mirror, spec.source_url, spec.source_sha, scratch / "src" / recipe.name)
         user = build_user(cfg)
         if user and os.geteuid() == 0:

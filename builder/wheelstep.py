@@ -60,7 +60,8 @@ def keyed_env(recipe: Recipe, env: dict[str, str]) -> dict[str, str]:
             if k not in recipe.unkeyed_env() and not k.startswith("CCACHE_")}
 
 
-def wheel_key(recipe: Recipe, image_id: str, source_sha: str, env: dict[str, str], torch_sha256: str = "") -> str:
+def wheel_key(recipe: Recipe, image_id: str, source_sha: str, env: dict[str, str], torch_sha256: str = "",
+              backend: str = "") -> str:
     """The step's content key. The submodule SHAs are gitlinks inside the commit's tree,
     so the source SHA already fixes them (and, recursively, theirs): the key can be
     computed before anything is checked out, which keeps a no-op rerun cheap."""
@@ -70,7 +71,7 @@ def wheel_key(recipe: Recipe, image_id: str, source_sha: str, env: dict[str, str
         "source": source_sha,
         "env": keyed_env(recipe, env),
         "torch": torch_sha256,
-        "script": recipe.build_command(),
+        "script": recipe.build_command(backend),
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:32]
 
@@ -126,7 +127,8 @@ def run_step(engine: Engine, index: DirectoryIndex, recipe: Recipe, ctx: BuildCo
         normalized = normalize_wheel(wheels[0], ctx.source_date_epoch)  # same inputs -> same bytes
         manifest = build_manifest(StepRecord(
             wheel=wheels[0].name, sha256=normalized.sha256, build_key=key, recipe=recipe.name,
-            command=recipe.build_command(), source_url=tree.url, source_sha=tree.sha, submodules=tree.submodules,
+            command=recipe.build_command(ctx.backend), source_url=tree.url, source_sha=tree.sha,
+            submodules=tree.submodules,
             commit_time=tree.commit_time, source_date_epoch=ctx.source_date_epoch, image_tag=image_tag,
             image_id=image_id, env=keyed_env(recipe, env), jobs=ctx.jobs, started=started_wall,
             finished=time.time(), ccache=stats.as_dict(), builder_version=__version__, version=ctx.version,

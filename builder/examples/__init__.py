@@ -5,8 +5,13 @@ integration tests exercise the real paths (git refs, submodules, env knobs,
 ccache, the XLA stage installing torch from the local index) in minutes
 instead of hours:
 
-- ``faketorch``: setup.py + CMake/Ninja, ~60 C++ files into libtorch_cpu.so,
-  a plain-C ``torch._C``, and a ``third_party/fakefmt`` git submodule.
+- ``faketorch``: today's pytorch shape (scikit-build-core backend, no setup.py,
+  CMake >= 3.27, torchgen codegen importing yaml, NumPy detection, dynamic
+  version and dependencies), ~60 C++ files into libtorch_cpu.so, a plain-C
+  ``torch._C``, and a ``third_party/fakefmt`` git submodule. Its first commit
+  (tag ``v2.98.0``, branch ``release/2.98``) is the setuptools-era shape
+  (``faketorch_setuptools`` overlaid: setup.py + tools/setup_helpers), as a
+  release branch cut before the migration would be.
 - ``fakexla``: imports the installed (fake) torch at build time, builds
   ``_XLAC`` against torch's headers and libtorch_cpu.so, and computes Bazel
   options from the environment exactly as pytorch/xla's build_util.py does.
@@ -34,6 +39,12 @@ SUBMODULES: Mapping[str, tuple[tuple[str, str], ...]] = {
     "faketorch": (("third_party/fakefmt", "fakefmt"),),
 }
 
+# Eras: example -> (overlay tree, files of the example absent in that era, tag, branch).
+# The overlay's commit comes first, then the example's own tree on top of it.
+ERAS: Mapping[str, tuple[str, tuple[str, ...], str, str]] = {
+    "faketorch": ("faketorch_setuptools", ("tools/metadata", "torch/version.py.in"), "v2.98.0", "release/2.98"),
+}
+
 TAGS = {"faketorch": "v2.99.0", "fakexla": "v2.99.0", "xla_real_ext": "v2.99.0", "fakefmt": "v1.0.0"}
 
 GIT_NAME = "builder fixtures"
@@ -50,8 +61,8 @@ class ExampleError(RuntimeError):
 
 
 def example_dir(name: str) -> Path:
-    """The packaged source tree of one example (or of the fakefmt submodule)."""
-    if name not in EXAMPLES and name != "fakefmt":
+    """The packaged source tree of one example (or of the fakefmt submodule, or an era overlay)."""
+    if name not in EXAMPLES and name != "fakefmt" and name not in {era[0] for era in ERAS.values()}:
         raise ExampleError(f"unknown example {name!r}; known: {', '.join(EXAMPLES)}")
     return Path(__file__).resolve().parent / name
 
@@ -103,8 +114,35 @@ def _init_repo(name: str, dest: Path, branch: str) -> None:
         raise ExampleError(f"{dest} exists and is not empty")
     dest.mkdir(parents=True, exist_ok=True)
     _copy_tree(example_dir(name), dest)
+    if name in ERAS:  # the first commit is the older era: its overlay, without the newer files
+        overlay, absent, _, _ = ERAS[name]
+        for rel in absent:
+            target = dest / rel
+            shutil.rmtree(target) if target.is_dir() else target.unlink()
+        _copy_tree(example_dir(overlay), dest)
     _git(dest, "init", "-q", "-b", branch)
     _git(dest, "add", "-A")
+
+
+def _advance_era(name: str, dest: Path) -> None:
+    """Commit the example's own (newer) tree on top of its era commit: files only the
+    overlay has are removed, the example's files restored."""
+    overlay, _, tag, era_branch = ERAS[name]
+    _commit_and_tag(dest, f"{name}: {tag} (before the build-system migration)", tag)
+    _git(dest, "branch", era_branch)
+    overlay_root = example_dir(overlay)
+    mine = example_dir(name)
+    for path in sorted(overlay_root.rglob("*")):
+        rel = path.relative_to(overlay_root)
+        if path.is_file() and not (mine / rel).exists() and "__pycache__" not in rel.parts:
+            _git(dest, "rm", "-q", "--", _dotted(str(rel)))
+    _copy_tree(mine, dest)
+    _git(dest, "add", "-A")
+
+
+def _dotted(rel: str) -> str:
+    parts = [("." + p[len(DOT_PREFIX):]) if p.startswith(DOT_PREFIX) else p for p in rel.split("/")]
+    return "/".join(parts)
 
 
 def _commit_and_tag(repo: Path, message: str, tag: str) -> str:
@@ -144,6 +182,8 @@ def write_example_repo(
         sub_repo = _ensure_submodule_repo(tree, dest.parent / tree, branch)
         url = (submodule_urls or {}).get(path, os.path.relpath(sub_repo, dest))
         _git(dest, "submodule", "add", "-q", url, path)
+    if name in ERAS:
+        _advance_era(name, dest)
     _commit_and_tag(dest, f"{name}: initial import", TAGS[name])
     return dest
 

@@ -23,6 +23,7 @@ class BuildContext:
     bazel_remote: str = ""
     cache_silo: str = "builder"
     extra_env: dict[str, str] = field(default_factory=dict)
+    backend: str = ""  # the commit's PEP 517 build backend (builder.buildreqs)
 
 
 class Recipe:
@@ -43,16 +44,29 @@ class Recipe:
 
     def unkeyed_env(self) -> set[str]:
         """Variables that change speed, not output (e.g. job counts, cache dirs)."""
-        return {"MAX_JOBS", "CCACHE_DIR", "HOME", "BAZEL_JOBS"}
+        return {"MAX_JOBS", "CMAKE_BUILD_PARALLEL_LEVEL", "CCACHE_DIR", "HOME", "BAZEL_JOBS"}
 
     def prepare_lines(self, ctx: BuildContext) -> list[str]:
         """Shell lines run before the build (e.g. install torch from the local index)."""
         return []
 
-    def build_command(self) -> list[str]:
-        """``python setup.py bdist_wheel``: what pytorch's .ci/manywheel/build_common.sh and
-        pytorch/xla's release builds run; the wheel lands in the mounted output dir."""
-        return ["python", "setup.py", "bdist_wheel", "--dist-dir", f"{OUT_MOUNT}/dist"]
+    def build_command(self, backend: str = "") -> list[str]:
+        """PEP 517 through pypa/build, ``python -m build --wheel --no-isolation``: what
+        pytorch/pytorch's .ci/manywheel/build_common.sh runs since the scikit-build-core
+        migration (#189758); it drives a setuptools-era release and a scikit-build-core
+        main alike. The build requirements are installed beforehand (the deps layer), so
+        no isolated environment is made; the wheel lands in the mounted output dir."""
+        return ["python", "-m", "build", "--wheel", "--no-isolation", "--outdir", f"{OUT_MOUNT}/dist",
+                *self.config_settings(backend)]
+
+    def config_settings(self, backend: str) -> list[str]:
+        """PEP 517 config settings for ``backend``. scikit-build-core builds in a fresh
+        temporary directory unless told otherwise; a fixed ``build/`` inside the checkout
+        (a fixed path) keeps compile commands the same from build to build, which
+        ccache's base_dir needs for hits (and a later profile reads .ninja_log there)."""
+        if backend.startswith("scikit_build_core"):
+            return ["-Cbuild-dir=build"]
+        return []
 
     def smoke_code(self) -> str:
         raise NotImplementedError
@@ -66,7 +80,7 @@ class Recipe:
             f"ccache --print-stats > {OUT_MOUNT}/ccache-before.tsv 2>/dev/null || true",
             *self.prepare_lines(ctx),
             f"cd {shlex.quote(self.source_dir)}",
-            " ".join(shlex.quote(a) for a in self.build_command()),
+            " ".join(shlex.quote(a) for a in self.build_command(ctx.backend)),
             f"ccache --print-stats > {OUT_MOUNT}/ccache-after.tsv 2>/dev/null || true",
         ]
         return "\n".join(lines) + "\n"

@@ -1,9 +1,14 @@
-"""PyTorch: ``python setup.py bdist_wheel`` with the knobs upstream reads from the env.
+"""PyTorch: a PEP 517 wheel build with the knobs upstream reads from the env.
 
-Followed: pytorch/pytorch ``.ci/manywheel/build_common.sh`` (``python setup.py
-bdist_wheel``), ``setup.py`` and ``tools/setup_helpers/env.py`` (MAX_JOBS, USE_CUDA,
-BUILD_TEST, PYTORCH_BUILD_VERSION/PYTORCH_BUILD_NUMBER), ``tools/setup_helpers/cmake.py``
-(every ``CMAKE_*`` variable is passed to CMake, so the ccache launchers reach it).
+Followed (docs/upstream.md lists each item with its source): pytorch/pytorch
+``.ci/manywheel/build_common.sh`` (``python -m build --wheel --no-isolation``);
+on main, ``pyproject.toml`` (scikit-build-core, #180247) maps USE_CUDA, BUILD_TEST and
+MAX_JOBS through env-backed settings and ``tools/metadata/version.py`` reads
+PYTORCH_BUILD_VERSION/PYTORCH_BUILD_NUMBER; in the setuptools era ``setup.py`` and
+``tools/setup_helpers/{env,cmake}.py`` read the same names. CMake >= 3.17 reads
+``CMAKE_<LANG>_COMPILER_LAUNCHER`` from the environment in both eras, so ccache wraps
+every compile; CMAKE_BUILD_PARALLEL_LEVEL caps ``cmake --build`` where MAX_JOBS is not
+mapped.
 """
 
 from __future__ import annotations
@@ -20,6 +25,7 @@ class TorchRecipe(Recipe):
     def env(self, ctx: BuildContext) -> dict[str, str]:
         env = {
             "MAX_JOBS": str(ctx.jobs),
+            "CMAKE_BUILD_PARALLEL_LEVEL": str(ctx.jobs),
             "USE_CUDA": "0",
             "BUILD_TEST": "0",
             "CMAKE_C_COMPILER_LAUNCHER": "ccache",

@@ -303,7 +303,7 @@ def test_disk_cache_round_trip(tmp_path: Path, fake_bazel) -> None:
 
 @pytest.fixture
 def faketorch_cmake(monkeypatch):
-    monkeypatch.syspath_prepend(str(example_dir("faketorch")))
+    monkeypatch.syspath_prepend(str(example_dir("faketorch_setuptools")))
     for mod in [m for m in sys.modules if m == "tools" or m.startswith("tools.")]:
         monkeypatch.delitem(sys.modules, mod)
     from tools.setup_helpers import cmake, env  # the fixture's, not an installed 'tools'

@@ -1,5 +1,8 @@
-# faketorch: a small stand-in for the pytorch source tree, close enough that
-# builder's torch recipe runs on it unchanged (`python setup.py bdist_wheel`).
+# faketorch, setuptools era (tag v2.98.0, as a release branch before the
+# scikit-build-core migration): pyproject.toml names setuptools.build_meta, which runs
+# this file; builder builds it with `python -m build --wheel --no-isolation`, the same
+# command as the scikit-build-core main. Follows pytorch/pytorch setup.py of the 2.x
+# releases (check_pydep, install_requires, cmake through tools/setup_helpers).
 #
 # Environment variables read, with the same names and meanings as pytorch's
 # setup.py / tools/setup_helpers/{env,cmake}.py / tools/generate_torch_version.py:
@@ -47,6 +50,17 @@ def check_submodules() -> None:
         raise SystemExit(
             f"Could not find {', '.join(missing)}.\nDid you run 'git submodule update --init --recursive'?"
         )
+
+
+def check_pydep(importname: str, module: str) -> None:
+    """As upstream's setup.py: a missing build dependency stops the build by name."""
+    try:
+        __import__(importname)
+    except ImportError as exc:
+        raise RuntimeError(
+            f"Missing build dependency: Unable to `import {importname}`. "
+            f"Please install it via `conda install {module}` or `pip install {module}`"
+        ) from exc
 
 
 def check_no_cuda() -> None:
@@ -97,10 +111,20 @@ class BuildPyWithCMake(build_py):
     """
 
     def run(self) -> None:
+        check_pydep("yaml", "pyyaml")
         check_submodules()
         check_no_cuda()
         cmake.build(BASE_DIR, VERSION)
         super().run()
+
+
+def _has_numpy() -> bool:
+    try:
+        import numpy  # noqa: F401
+    except ImportError:
+        print("NumPy could not be found. Not building with NumPy.", file=sys.stderr)
+        return False
+    return True
 
 
 SHA = get_sha()
@@ -118,6 +142,8 @@ C = Extension(
     # -g0: Python's CFLAGS may carry -g, which would embed the checkout path.
     extra_compile_args=["-g0"],
     extra_link_args=["-Wl,-rpath,$ORIGIN/lib"],
+    # As upstream's torch/csrc/utils/tensor_numpy.cpp: NumPy support when numpy imports.
+    define_macros=[("USE_NUMPY", "1")] if _has_numpy() else [],
 )
 
 setup(
@@ -126,7 +152,10 @@ setup(
     description="faketorch: a pytorch-shaped fixture for builder's tests",
     url="https://example.invalid/faketorch",
     license="BSD-3-Clause",
-    python_requires=">=3.9",
+    python_requires=">=3.10",
+    # Upstream's install_requires (filelock, typing-extensions, sympy, networkx, jinja2,
+    # fsspec); the fixture keeps three small ones.
+    install_requires=["filelock", "typing-extensions>=4.10.0", "fsspec>=0.8.5"],
     packages=find_packages(include=["torch", "torch.*"]),
     package_data={
         "torch": [
