@@ -1,0 +1,86 @@
+"""docs/upstream.md is the one place that lists what builder relies on upstream: the
+recipes must use exactly its env, command and file rows, and the fixtures must carry
+(and cite) the upstream files those rows name."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from builder import buildreqs
+from builder.examples import example_dir
+from builder.recipes import RECIPES, BuildContext
+
+TABLE = Path(__file__).resolve().parents[2] / "docs" / "upstream.md"
+
+
+def rows() -> list[tuple[str, str, str, str]]:
+    out = []
+    for line in TABLE.read_text().splitlines():
+        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        if len(cells) == 4 and cells[0] in RECIPES:
+            out.append((cells[0], cells[1], cells[2].strip("`").split("`")[0], cells[3]))
+    return out
+
+
+def listed(recipe: str, kind: str) -> set[str]:
+    return {name for r, k, name, _ in rows() if r == recipe and k == kind}
+
+
+def full_context() -> BuildContext:
+    # Every optional knob switched on (a version), so every variable a recipe can set shows.
+    return BuildContext(jobs=2, source_date_epoch=1, version="9.9.9", torch_requirement="torch==9.9.9")
+
+
+def test_every_row_names_its_upstream_source():
+    assert rows(), "the table has no rows"
+    for recipe, kind, name, source in rows():
+        assert kind in {"env", "command", "file", "version"}, (recipe, kind)
+        assert re.search(r"pytorch|CMake|scikit-build|reproducible|fixture", source), (recipe, name, source)
+
+
+@pytest.mark.parametrize("name", sorted(RECIPES))
+def test_recipe_env_is_exactly_the_table(name):
+    recipe = RECIPES[name]
+    assert set(recipe.env(full_context())) == listed(name, "env")
+
+
+@pytest.mark.parametrize("name", sorted(RECIPES))
+def test_recipe_command_is_the_table(name):
+    recipe = RECIPES[name]
+    [command] = [c for c in listed(name, "command") if c.startswith("python")]
+    assert " ".join(recipe.build_command("setuptools.build_meta")[:5]) == command
+    settings = listed(name, "command") - {command}
+    assert set(recipe.config_settings("scikit_build_core.build")) == settings
+    assert recipe.config_settings("setuptools.build_meta") == []
+
+
+@pytest.mark.parametrize("name", sorted(RECIPES))
+def test_build_requirement_files_are_the_table(name):
+    assert listed(name, "file") == {buildreqs.REQUIREMENTS_FILE, buildreqs.PYPROJECT}
+
+
+@pytest.mark.parametrize("tree", ["faketorch", "faketorch_setuptools"])
+def test_fixture_carries_the_files_and_cites_upstream(tree):
+    root = example_dir(tree)
+    for path in (buildreqs.REQUIREMENTS_FILE, buildreqs.PYPROJECT):
+        text = (root / path).read_text()
+        assert "pytorch/pytorch" in text, f"{tree}/{path} does not name the upstream file it follows"
+
+
+def test_main_fixture_interfaces_cite_upstream():
+    root = example_dir("faketorch")
+    for path in ("CMakeLists.txt", "tools/metadata/version.py", "tools/metadata/dependencies.py",
+                 "torchgen/gen.py", "aten/src/ATen/native/native_functions.yaml"):
+        assert "pytorch/pytorch" in (root / path).read_text() or "pytorch/" in (root / path).read_text(), path
+
+
+def test_fixture_minimums_match_the_table():
+    cmake = (example_dir("faketorch") / "CMakeLists.txt").read_text()
+    assert "cmake_minimum_required(VERSION 3.27" in cmake and "VERSION_LESS 9.3" in cmake
+    versions = listed("torch", "version")
+    assert {"CMake >= 3.27", "GCC >= 9.3", "scikit-build-core >= 1.0"} <= versions
+    backend, requires = buildreqs.parse_pyproject((example_dir("faketorch") / "pyproject.toml").read_text(), "x")
+    assert backend == "scikit_build_core.build" and "scikit-build-core>=1.0" in requires
