@@ -62,7 +62,10 @@ def nightly_cmd(
     try:
         report = run_wheels(cfg, Request(torch=plan.torch_sha, xla=plan.xla_sha, torch_repo=torch_repo,
                                          xla_repo=xla_repo, jobs=jobs, torch_version=plan.torch_version,
-                                         xla_version=plan.xla_version),
+                                         xla_version=plan.xla_version,
+                                         # A nightly tracks both heads, as upstream's nightlies did;
+                                         # the versions still have to pair.
+                                         torch_unpinned=True),
                             lambda text: err.print(text, markup=False, highlight=False))
         if push:
             push_report(cfg.index_dir, report, push, None)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import typer
 from rich.table import Table
@@ -55,10 +56,13 @@ def push_report(index_dir, report: Report, url: str, user: str | None) -> None:
 @app.command("wheels")
 @handle_errors
 def wheels_cmd(
-    torch: str = typer.Option(..., "--torch", help="torch ref (branch, tag, SHA) to build, or a prebuilt version."),
+    torch: str = typer.Option(None, "--torch", help="torch ref (branch, tag, SHA) to build, or a prebuilt version "
+                              "(default with --xla REF: the torch its .torch_commit pins)."),
     xla: str = typer.Option(None, "--xla", help="torch_xla ref to build, or a prebuilt version."),
     torch_repo: str = typer.Option(None, "--torch-repo", help="torch git URL (default: \\[repos] torch)."),
     xla_repo: str = typer.Option(None, "--xla-repo", help="torch_xla git URL (default: \\[repos] xla)."),
+    torch_unpinned: bool = typer.Option(False, "--torch-unpinned",
+                                        help="Build xla against --torch even where it differs from .torch_commit."),
     jobs: int = typer.Option(0, "--jobs", "-j", help="Parallel compile jobs (default: by cores and memory)."),
     no_smoke: bool = typer.Option(False, "--no-smoke", help="Skip installing and importing the wheels."),
     force_smoke: bool = typer.Option(False, "--force-smoke", help="Run the smoke check even if it passed before."),
@@ -83,15 +87,23 @@ def wheels_cmd(
                       "cache.bazel": bazel_cache, "cache.bazel_remote": bazel_remote, "build.user": user})
     request = Request(torch=torch, xla=xla, torch_repo=torch_repo, xla_repo=xla_repo, jobs=jobs,
                       smoke=not no_smoke, force_smoke=force_smoke, torch_version=torch_version, xla_version=xla_version,
-                      lock_file=lock_file if locked else "")
+                      lock_file=lock_file if locked else "", torch_unpinned=torch_unpinned)
     if dry_run:
+        from builder.buildreqs import read_build_requirements
         from builder.cli_images import print_dry_run
         from builder.pipeline import plan_targets
+        from builder.sources import update_mirror
 
         for target in plan_targets(cfg, request):
             ref = target.ref
             what = f"prebuilt {target.version}" if ref is None else f"{ref.ref} = {ref.sha} ({ref.url})"
             out.print(f"# {target.recipe}: {what}", markup=False)
+            if ref is not None:
+                reqs = read_build_requirements(update_mirror(Path(cfg.data_dir) / "mirrors", ref.url, ref.sha),
+                                               ref.sha, target.recipe)
+                out.print(f"#   backend {reqs.backend}; build requirements from "
+                          f"{', '.join(reqs.sources) or 'PEP 517 defaults'}: {' '.join(reqs.requirements)}",
+                          markup=False)
         print_dry_run(cfg, None)
         return
     report = run_wheels(cfg, request, lambda text: err.print(text, markup=False, highlight=False))

@@ -59,11 +59,13 @@ def check_pair(torch_version: str, xla_version: str, where: str = "") -> None:
     major, minor = series(xla_version)
     t_major, t_minor = series(torch_version)
     prefix = f"{where}: " if where else ""
+    partner = (no_partner_reason(torch_version) or "") and (
+        f"; torch_xla {LAST_XLA_RELEASE} is the last release (none exists for torch {t_major}.{t_minor})")
     raise ConfigError(
         f"{prefix}torch_xla {xla_version} is built for torch {matching_torch(xla_version)}, "
         f"not torch {torch_version}",
-        f"use torch {major}.{minor}.0 (e.g. --torch {major}.{minor}.0), or a torch_xla "
-        f"{t_major}.{t_minor}.* for torch {torch_version}")
+        f"use torch {major}.{minor}.0 (e.g. --torch {major}.{minor}.0)" + (partner or
+        f", or a torch_xla {t_major}.{t_minor}.* for torch {torch_version}"))
 
 
 def pinned_versions(requirements: Iterable[str]) -> dict[str, str]:
@@ -93,3 +95,52 @@ def check_config(cfg) -> None:  # noqa: ANN001 - Config, imported lazily by call
     requirements`` (build tools); checking them costs nothing and keeps a future
     ``torch==``/``torch_xla==`` pin there honest."""
     check_requirements(cfg.python.requirements, f"{cfg.source}: [python] requirements")
+
+
+# --------------------------------------------------------------- source refs
+# torch_xla 2.9.0 is the last release (pytorch/xla README, 2026-04-22: TorchTPU will
+# replace PyTorch/XLA once public, RFC pytorch/xla#9684); master's last code change is
+# from December 2025 and builds against the torch commit in .torch_commit.
+LAST_XLA_RELEASE = "2.9.0"
+TORCH_PIN_FILE = ".torch_commit"
+# Where pytorch/xla's default version lives: setup.py (``os.getenv('TORCH_XLA_VERSION',
+# '2.9.0')``) and, in the fixture, build_util.py.
+XLA_VERSION_FILES = ("setup.py", "build_util.py")
+
+
+def parse_torch_pin(text: str) -> str | None:
+    """The torch ref of a ``.torch_commit``: its last line that is not a comment (a SHA on
+    master, ``release/X.Y`` on release branches)."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip() and not ln.strip().startswith("#")]
+    return lines[-1] if lines else None
+
+
+def default_xla_version(texts: Iterable[str]) -> str | None:
+    """The default TORCH_XLA_VERSION written in xla's build scripts, if one names it."""
+    import re
+
+    for text in texts:
+        match = re.search(r"""(?:getenv|get)\(\s*['"]TORCH_XLA_VERSION['"]\s*,\s*['"]([^'"]+)['"]""", text)
+        if match:
+            return match.group(1)
+    return None
+
+
+def no_partner_reason(torch_version: str) -> str | None:
+    """Why no torch_xla release exists for a torch newer than the last release's series."""
+    if series(torch_version) <= series(LAST_XLA_RELEASE):
+        return None
+    return (f"no torch_xla exists for torch {torch_version}: torch_xla {LAST_XLA_RELEASE} (for torch "
+            f"{matching_torch(LAST_XLA_RELEASE)}) is the last release, and PyTorch/XLA is to be replaced by "
+            "TorchTPU (pytorch/xla#9684)")
+
+
+def check_source_pair(torch_version: str, xla_version: str, where: str) -> None:
+    """The X.Y rule for source refs (torch's version.txt, xla's default TORCH_XLA_VERSION)."""
+    if pair_ok(torch_version, xla_version):
+        return
+    major, minor = series(xla_version)
+    raise ConfigError(f"{where}: torch_xla {xla_version} is built for torch {matching_torch(xla_version)}, "
+                      f"not torch {torch_version}",
+                      f"build xla against torch {major}.{minor} (xla's {TORCH_PIN_FILE} names the commit it "
+                      "pairs with), or pass --xla-version if this xla really targets another torch")

@@ -31,6 +31,7 @@ from builder.images import StageResult, build_stages, compiler_banners, prepare_
 from builder.index import DirectoryIndex, Entry
 from builder.manifest import PROVENANCE_TOOLS, ImageRef, Provenance
 from builder.pairing import check_config, check_pair
+from builder.pins import plan_pair
 from builder.plan import deps_stage, image_stages
 from builder.recipes import BuildContext, get_recipe
 from builder.recipes.base import INDEX_MOUNT, Recipe, pip_from_local_index
@@ -53,7 +54,7 @@ class Target:
 
 @dataclass(frozen=True)
 class Request:
-    torch: str
+    torch: str | None = None  # None with xla set: the torch xla's .torch_commit pins
     xla: str | None = None
     torch_repo: str | None = None
     xla_repo: str | None = None
@@ -63,6 +64,7 @@ class Request:
     xla_version: str = ""
     force_smoke: bool = False
     lock_file: str = ""  # set: build exactly what this builder.lock records (`--locked`)
+    torch_unpinned: bool = False  # build xla against a --torch other than its .torch_commit
 
 
 @dataclass
@@ -78,18 +80,30 @@ class Report:
 def plan_targets(cfg: Config, request: Request) -> list[Target]:
     """Resolve refs (git ls-remote) or accept versions; nothing is built yet."""
     check_config(cfg)
-    if request.xla is not None and is_version(request.torch) and is_version(request.xla):
-        check_pair(request.torch, request.xla)  # refused before anything is resolved, fetched or built
-    targets = []
-    for name, spec, repo in (("torch", request.torch, request.torch_repo or cfg.repos.torch),
-                             ("xla", request.xla, request.xla_repo or cfg.repos.xla)):
-        if spec is None:
-            continue
-        if is_version(spec):
-            targets.append(Target(name, version=validate.py_version(spec, f"--{name}")))
-        else:
-            targets.append(Target(name, ref=resolve_ref(repo, spec)))
-    return targets
+    torch_repo = request.torch_repo or cfg.repos.torch
+    if request.torch is None and request.xla is None:
+        raise ConfigError("nothing to build", "pass --torch REF and/or --xla REF")
+    for name, spec in (("torch", request.torch), ("xla", request.xla)):
+        if spec is not None and is_version(spec):
+            validate.py_version(spec, f"--{name}")
+    if request.xla is not None and is_version(request.xla):
+        if request.torch is None:
+            raise ConfigError(f"--xla {request.xla} is a prebuilt version: name its torch with --torch")
+        if is_version(request.torch):
+            check_pair(request.torch, request.xla)  # refused before anything is resolved, fetched or built
+        torch = (Target("torch", version=request.torch) if is_version(request.torch)
+                 else Target("torch", ref=resolve_ref(torch_repo, request.torch)))
+        return [torch, Target("xla", version=request.xla)]
+    if request.xla is None:
+        assert request.torch is not None
+        return [Target("torch", version=request.torch) if is_version(request.torch)
+                else Target("torch", ref=resolve_ref(torch_repo, request.torch))]
+    xla = resolve_ref(request.xla_repo or cfg.repos.xla, request.xla)
+    pair = plan_pair(Path(cfg.data_dir) / "mirrors", xla, request.torch, torch_repo, request.torch_unpinned,
+                     request.torch_version, request.xla_version)
+    torch = Target("torch", version=pair.torch_version) if pair.torch_ref is None \
+        else Target("torch", ref=pair.torch_ref)
+    return [torch, Target("xla", ref=xla)]
 
 
 def find_prebuilt(index: DirectoryIndex, project: str, version: str) -> Entry | None:
@@ -355,8 +369,6 @@ def run_smoke(engine: Engine, cfg: Config, index: DirectoryIndex, stage: StageRe
 def run_wheels(cfg: Config, request: Request, note: Note) -> Report:
     started = time.monotonic()
     report = Report()
-    if request.xla is not None and request.torch is None:  # pragma: no cover - CLI requires --torch
-        raise ConfigError("--xla needs --torch (a ref to build, or a prebuilt version)")
     targets = plan_targets(cfg, request)  # bad refs fail here, before any Docker call
     lock = None
     if request.lock_file:

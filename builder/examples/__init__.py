@@ -160,8 +160,19 @@ def _ensure_submodule_repo(tree: str, dest: Path, branch: str) -> Path:
     return dest
 
 
+def faketorch_main_sha() -> str:
+    """HEAD of a freshly written faketorch: the same on every machine (fixed identity,
+    dates and relative submodule URL), so fakexla's ``.torch_commit`` can name it."""
+    import tempfile
+
+    with tempfile.TemporaryDirectory(prefix="faketorch-sha-") as tmp:
+        repo = write_example_repo("faketorch", Path(tmp) / "faketorch")
+        return _git(repo, "rev-parse", "HEAD")
+
+
 def write_example_repo(
-    name: str, dest: Path, branch: str = "main", submodule_urls: Mapping[str, str] | None = None
+    name: str, dest: Path, branch: str = "main", submodule_urls: Mapping[str, str] | None = None,
+    torch_commit: str | None = None,
 ) -> Path:
     """Write example `name` as a git repo at `dest` (must be absent or empty); return dest.
 
@@ -178,6 +189,10 @@ def write_example_repo(
     """
     dest = Path(dest).absolute()
     _init_repo(name, dest, branch)
+    if name == "fakexla":
+        # pytorch/xla's .torch_commit: a date comment, then the torch SHA master builds against.
+        (dest / ".torch_commit").write_text(f"# {GIT_DATE[:10]}\n{torch_commit or faketorch_main_sha()}\n")
+        _git(dest, "add", ".torch_commit")
     for path, tree in SUBMODULES.get(name, ()):
         sub_repo = _ensure_submodule_repo(tree, dest.parent / tree, branch)
         url = (submodule_urls or {}).get(path, os.path.relpath(sub_repo, dest))
@@ -221,4 +236,10 @@ def write_example_repos(dest: Path, branch: str = "main") -> dict[str, Path]:
     """Write every example as dest/<name> (plus faketorch's submodule repos)."""
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
-    return {name: write_example_repo(name, dest / name, branch=branch) for name in EXAMPLES}
+    repos = {"faketorch": write_example_repo("faketorch", dest / "faketorch", branch=branch)}
+    torch_sha = _git(repos["faketorch"], "rev-parse", "HEAD")
+    for name in EXAMPLES:
+        if name not in repos:
+            repos[name] = write_example_repo(name, dest / name, branch=branch,
+                                             torch_commit=torch_sha if name == "fakexla" else None)
+    return repos

@@ -206,7 +206,7 @@ def test_fixture_xla_builds_against_the_fetched_torch(env, cold, engine, tmp_pat
     torch_sha = steps["torch"]["sha256"]
     assert steps["torch"]["status"] == "prebuilt" and steps["torch"]["filename"].startswith("torch-2.9.0-")
     assert steps["xla"]["status"] == "built"
-    assert steps["xla"]["filename"].startswith("torch_xla_real_ext-2.99.0+git")
+    assert steps["xla"]["filename"].startswith("torch_xla_real_ext-2.9.0+git")  # pairs with torch 2.9
     manifest = json.loads((env["index"] / "files" / (steps["xla"]["filename"] + ".manifest.json")).read_text())
     assert manifest["torch_wheel_sha256"] == torch_sha
     script = ("PIP_CONFIG_FILE=/dev/null pip install -q --no-cache-dir --no-deps --index-url file:///index/simple/ "

@@ -70,3 +70,28 @@ def test_wheels_plan_refuses_a_mismatched_pair_before_any_ref_or_download(monkey
         plan_targets(Config(), Request(torch="2.13.0", xla="2.9.0"))
     targets = plan_targets(Config(), Request(torch="2.9.0", xla="2.9.0"))
     assert [(t.recipe, t.version) for t in targets] == [("torch", "2.9.0"), ("xla", "2.9.0")]
+
+
+def test_torch_pin_is_the_last_non_comment_line():
+    from builder.pairing import parse_torch_pin
+
+    assert parse_torch_pin("# 2025-09-29\n21fec65781bebe867faf209f89bb687ffd236ca4\n") == \
+        "21fec65781bebe867faf209f89bb687ffd236ca4"
+    assert parse_torch_pin("release/2.9\n") == "release/2.9"
+    assert parse_torch_pin("# only a comment\n\n") is None
+
+
+def test_default_xla_version_read_as_upstream_writes_it():
+    from builder.pairing import default_xla_version
+
+    assert default_xla_version(["  version = os.getenv('TORCH_XLA_VERSION', '2.9.0')\n"]) == "2.9.0"
+    assert default_xla_version(["", 'version = env.get("TORCH_XLA_VERSION", "2.99.0")']) == "2.99.0"
+    assert default_xla_version(["version = os.environ['TORCH_XLA_VERSION']"]) is None
+
+
+def test_no_partner_after_the_last_release():
+    from builder.pairing import no_partner_reason
+
+    assert no_partner_reason("2.9.1") is None and no_partner_reason("2.8.0") is None
+    reason = no_partner_reason("2.13.0")
+    assert reason and "torch_xla 2.9.0" in reason and "TorchTPU" in reason

@@ -116,3 +116,45 @@ def test_specs_are_frozen():
     spec = image_stages(load_config(None, {}))[0]
     with pytest.raises(dataclasses.FrozenInstanceError):
         spec.name = "x"  # type: ignore[misc]
+
+
+def test_build_requirements_parsed_merged_and_checked():
+    import pytest as _pytest
+
+    from builder.buildreqs import (
+        BuildRequirements,
+        merge,
+        missing_module_hint,
+        parse_pyproject,
+        parse_requirements_file,
+    )
+    from builder.errors import BuildError
+
+    reqs = parse_requirements_file("# comment\nsetuptools\ncmake>=3.27  # min\n\nnumpy; python_version>='3.10'\n",
+                                   "torch:requirements-build.txt")
+    assert reqs == ["setuptools", "cmake>=3.27", 'numpy; python_version >= "3.10"']
+    with _pytest.raises(BuildError, match=r"requirements-build.txt:1: pip option '-r'"):
+        parse_requirements_file("-r other.txt\n", "requirements-build.txt")
+    with _pytest.raises(BuildError, match="points at a URL"):
+        parse_requirements_file("x @ https://example.invalid/x.whl\n", "r.txt")
+    backend, requires = parse_pyproject('[build-system]\nrequires = ["scikit-build-core>=1.0", "cmake>=3.27"]\n'
+                                        'build-backend = "scikit_build_core.build"\n', "pyproject.toml")
+    assert backend == "scikit_build_core.build"
+    assert parse_pyproject("[project]\nname = 'x'\n", "p")[0] == "setuptools.build_meta:__legacy__"
+    assert merge(["b", "A"], ["b", "c"]) == ("A", "b", "c")
+    info = BuildRequirements("setuptools.build_meta", ("cmake",), ("requirements-build.txt",))
+    assert "'pyyaml'" in missing_module_hint("ModuleNotFoundError: No module named 'yaml'\n", info, "x")
+    assert "needs 'pyyaml'" in missing_module_hint("ERROR Missing dependencies:\n\tpyyaml\n", info, "x")
+    assert missing_module_hint("error: something else", info, "x") is None
+
+
+def test_deps_stage_key_follows_the_requirements():
+    from builder.config import Config
+    from builder.plan import deps_stage, render_stage
+
+    cfg = Config()
+    one = render_stage(deps_stage(cfg, ("cmake>=3.27", "pyyaml"), ("requirements-build.txt",)), "p", "sha256:1")
+    same = render_stage(deps_stage(cfg, ("cmake>=3.27", "pyyaml"), ("requirements-build.txt",)), "p", "sha256:1")
+    other = render_stage(deps_stage(cfg, ("cmake>=3.27",), ("requirements-build.txt",)), "p", "sha256:1")
+    assert one.key == same.key != other.key
+    assert "pyyaml" in one.dockerfile and "pyyaml" not in other.dockerfile

@@ -7,6 +7,7 @@
 # Environment: MAX_JOBS (ninja parallelism, read by torch's BuildExtension),
 # CXX (compiler), TORCH_XLA_VERSION / GIT_VERSIONED_XLA_BUILD (version, with the
 # same rule as pytorch/xla: '+git<sha7>' is appended unless the latter is false).
+# The default, 2.9.0 as upstream's setup.py, pairs with the real torch 2.9.0 it builds against.
 
 import os
 import subprocess
@@ -29,7 +30,7 @@ def check_env_flag(name, default=""):
 
 
 def get_version():
-    version = os.getenv("TORCH_XLA_VERSION", "2.99.0")
+    version = os.getenv("TORCH_XLA_VERSION", "2.9.0")
     if check_env_flag("GIT_VERSIONED_XLA_BUILD", default="TRUE"):
         try:
             sha = subprocess.check_output(
