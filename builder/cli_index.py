@@ -34,12 +34,21 @@ def index_add(
     files: list[Path] = typer.Argument(..., help="Wheel files to publish."),
     replace: bool = typer.Option(False, "--replace", help="Overwrite a published wheel with different bytes."),
     directory: Path | None = typer.Option(None, "--dir", help=_DIR_HELP),
+    no_deps: bool = typer.Option(False, "--no-deps", help="Publish the wheels only, not their dependencies."),
 ) -> None:
-    """Publish wheels into the local index (identical re-adds are no-ops)."""
+    """Publish wheels into the local index (identical re-adds are no-ops), with the
+    dependencies they need at run time (fetched from [prebuilt] index_url) unless --no-deps."""
+    from builder.index_deps import fetch_dependencies
+
     index = _index(directory)
+    added = []
     for path in files:
         result = index.add(path, replace=replace)
+        added.append(result.filename)
         out.print(f"{result.status:<9} {result.filename}  sha256={result.sha256}", markup=False)
+    if not no_deps:
+        note = lambda text: err.print(text, markup=False, highlight=False)  # noqa: E731
+        note(fetch_dependencies(get_config(), index, added, note))
     err.print(f"index: {index.simple_url()}", markup=False)
 
 

@@ -29,6 +29,7 @@ from builder.errors import BuildError, ConfigError, IndexError_
 from builder.fetch import completion_notes, default_cache_dir, fetch
 from builder.images import StageResult, build_stages, compiler_banners, prepare_base
 from builder.index import DirectoryIndex, Entry
+from builder.index_deps import fetch_dependencies
 from builder.manifest import PROVENANCE_TOOLS, ImageRef, Provenance
 from builder.pairing import check_config, check_pair
 from builder.pins import plan_pair
@@ -405,6 +406,8 @@ def run_wheels(cfg: Config, request: Request, note: Note) -> Report:
             outcome = build_target(engine, cfg, index, recipe, target.ref, request, report, deps,
                                    torch_outcome, note, provenance, requirements)
         note(f"{recipe.project}: {outcome.status} {outcome.filename}")
+        if target.ref is not None:  # a prebuilt wheel was fetched with its dependencies
+            note(f"{recipe.project}: {fetch_dependencies(cfg, index, [outcome.filename], note)}")
         report.steps.append(outcome)
         if recipe.name == "torch":
             torch_outcome = outcome
