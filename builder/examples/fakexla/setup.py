@@ -38,6 +38,7 @@ import sys
 import sysconfig
 from pathlib import Path
 
+import requests  # noqa: F401 - as upstream's setup.py (it downloads libtpu with it): a build requirement
 from setuptools import Extension, find_packages, setup
 from setuptools.command import build_ext
 
