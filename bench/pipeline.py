@@ -6,7 +6,7 @@
 (a) cold build vs no-op rerun; (b) one-file-change rebuild vs cold; (c) a second
 teammate (other checkout path, other uid) with the shared cache vs cold; (d) a second
 machine (empty local cache + Redis remote) vs cold; (e) the container build vs the same
-setup.py build on the host with the same jobs (container overhead). Hit rates beside.
+PEP 517 build on the host with the same jobs (container overhead). Hit rates beside.
 Needs Docker, redis-server, cmake and ninja on the host. Not a test: it asserts nothing.
 """
 
@@ -62,23 +62,28 @@ def free_port() -> int:
 
 
 def host_build(repo: Path, jobs: int, work: Path) -> float:
-    """The same setup.py build on the host, same env and jobs, with its own cold ccache."""
+    """The same PEP 517 build on the host, same env, jobs and build requirements, with its
+    own cold ccache."""
     tree = work / "host-src"
     subprocess.run(["git", "clone", "-q", "--recurse-submodules", "-c", "protocol.file.allow=always",
                     str(repo), str(tree)], check=True,
                    env={**os.environ, "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "protocol.file.allow",
                         "GIT_CONFIG_VALUE_0": "always"})
-    env = {**os.environ, "MAX_JOBS": str(jobs), "USE_CUDA": "0", "BUILD_TEST": "0",
+    env = {**os.environ, "MAX_JOBS": str(jobs), "CMAKE_BUILD_PARALLEL_LEVEL": str(jobs), "USE_CUDA": "0",
+           "BUILD_TEST": "0",
            "CMAKE_C_COMPILER_LAUNCHER": "ccache", "CMAKE_CXX_COMPILER_LAUNCHER": "ccache",
            "CCACHE_DIR": str(work / "host-ccache"), "CCACHE_BASEDIR": str(tree), "CCACHE_NOHASHDIR": "1"}
-    # The python stage's build requirements, in a venv of their own (not in the timing).
+    # The python stage's and the commit's build requirements (the deps layer), in a venv of
+    # their own (not in the timing); PATH puts its cmake and ninja first, as in the image.
     venv = work / "host-venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "setuptools==80.9.0", "wheel==0.45.1",
-                    "packaging==25.0"], check=True)
+                    "packaging==25.0", "build==1.6.1", "-r", str(tree / "requirements-build.txt")], check=True)
+    env["PATH"] = f"{venv / 'bin'}:{env.get('PATH', '')}"
     started = time.monotonic()
-    done = subprocess.run([str(venv / "bin" / "python"), "setup.py", "-q", "bdist_wheel", "--dist-dir",
-                           str(work / "host-dist")], cwd=tree, env=env, capture_output=True, text=True)
+    done = subprocess.run([str(venv / "bin" / "python"), "-m", "build", "--wheel", "--no-isolation",
+                           "-Cbuild-dir=build", "--outdir", str(work / "host-dist")],
+                          cwd=tree, env=env, capture_output=True, text=True)
     if done.returncode != 0:
         sys.exit(f"host build failed:\n{done.stderr[-2000:]}")
     return time.monotonic() - started
