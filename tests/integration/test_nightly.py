@@ -52,7 +52,7 @@ def test_nightly_twice_then_after_a_commit(env, tmp_path):
     assert wheels["torch_xla"]["version"] == f"2.99.0.dev{today()}"
     assert all(w["status"] == "built" for w in wheels.values())
     assert report["smoke"] == "passed"
-    assert {s["name"] for s in report["stages"]} == {"base", "toolchain", "python"}
+    assert {s["name"] for s in report["stages"]} == {"base", "toolchain", "python", "deps"}
 
     second, again = nightly(env, "second")
     assert second.returncode == 3, second.stderr
