@@ -6,6 +6,7 @@ Option parsing and printing only; the work is in builder.lock and builder.verify
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from pathlib import Path
 
@@ -34,10 +35,10 @@ def lock_cmd(
     """Write builder.lock: base image, every apt package of each stage, pip hashes, source SHAs."""
     from builder.engine import Engine
     from builder.images import build_stages, prepare_base
-    from builder.lock import SourceLock, lock_to_json, make_lock, write_lock
+    from builder.lock import SourceLock, lock_to_json, make_deps_lock, make_lock, write_lock
     from builder.manifest import redact_url
-    from builder.plan import image_stages
-    from builder.refs import is_version, resolve_ref
+    from builder.plan import deps_stage, image_stages
+    from builder.refs import ResolvedRef, is_version, resolve_ref
 
     cfg = get_config()
     sources = {}
@@ -55,10 +56,21 @@ def lock_cmd(
                           base_id)
     _note("reading installed packages and hashing pip requirements ...")
     lock = make_lock(engine, cfg, base_id, stages, sources, specs)
+    deps = {}
+    for name, source in sources.items():  # each source's build requirements, from its commit
+        from builder.pipeline import prepare_deps
+
+        ref = ResolvedRef(torch_repo or cfg.repos.torch if name == "torch" else xla_repo or cfg.repos.xla,
+                          source.ref, source.sha)
+        requirements, stage = prepare_deps(engine, cfg, ref, stages[-1], _note, name)
+        spec = deps_stage(cfg, requirements.requirements, requirements.sources)
+        deps[name] = make_deps_lock(engine, cfg, spec, stage, lock.stages[stages[-1].name].pip)
+    lock = dataclasses.replace(lock, deps=deps)
     write_lock(lock, output)
     packages = sum(len(s.apt) for s in lock.stages.values())
     _note(f"wrote {output}: {len(lock.stages)} stages, {packages} apt entries, "
-          f"{sum(len(s.pip) for s in lock.stages.values())} pip packages, {len(sources)} sources")
+          f"{sum(len(s.pip) for s in lock.stages.values())} pip packages, {len(sources)} sources, "
+          f"{len(lock.deps)} deps layers")
     if as_json:
         typer.echo(lock_to_json(lock), nl=False)
 

@@ -84,6 +84,8 @@ class Lock:
     base: BaseLock
     stages: dict[str, StageLock]
     sources: dict[str, SourceLock] = field(default_factory=dict)
+    # Per recipe: the deps layer of its locked source (build requirements from the commit).
+    deps: dict[str, StageLock] = field(default_factory=dict)
     builder_version: str = __version__
     version: int = LOCK_VERSION
 
@@ -101,7 +103,9 @@ def lock_from_json(text: str, where: str = DEFAULT_LOCK) -> Lock:
                             "re-create it with `builder lock`")
         stages = {name: StageLock(**{**s, "pip": {k: PipPin(**v) for k, v in s.get("pip", {}).items()}})
                   for name, s in data["stages"].items()}
-        lock = Lock(base=BaseLock(**data["base"]), stages=stages,
+        deps = {name: StageLock(**{**s, "pip": {k: PipPin(**v) for k, v in s.get("pip", {}).items()}})
+                for name, s in data.get("deps", {}).items()}
+        lock = Lock(base=BaseLock(**data["base"]), stages=stages, deps=deps,
                     sources={k: SourceLock(**v) for k, v in data.get("sources", {}).items()},
                     builder_version=data.get("builder_version", ""), version=data["version"])
         _check_values(lock)
@@ -126,7 +130,7 @@ def _check_values(lock: Lock) -> None:
             if not _DEB_NAME.match(name):
                 raise ValidationError(f"{where}: {name!r} is not a Debian package name")
             validate.deb_version(version, f"{where}: {name} version")
-    for name, stage in lock.stages.items():
+    for name, stage in [*lock.stages.items(), *((f"deps {n}", s) for n, s in lock.deps.items())]:
         for project, pin in stage.pip.items():
             validate.package_name(project, f"{name}: pip package")
             validate.py_version(pin.version, f"{name}: {project} version")
@@ -269,7 +273,9 @@ def install_failures(log_text: str) -> list[str]:
 
 # ------------------------------------------------------------------------ Docker side
 _INSPECT = ("dpkg-query -W -f '${Package}\\t${Version}\\t${db:Status-Status}\\n' 2>/dev/null; "
-            "echo '--- pip'; cat /opt/venv/builder-freeze.txt 2>/dev/null || true")
+            # A deps layer's freeze (python stage + the commit's build requirements) first.
+            "echo '--- pip'; cat /opt/venv/builder-deps-freeze.txt 2>/dev/null || "
+            "cat /opt/venv/builder-freeze.txt 2>/dev/null || true")
 
 
 def inspect_image(engine: Engine, image: str) -> tuple[dict[str, str], dict[str, str]]:
@@ -391,3 +397,37 @@ def _build_pinned(engine: Engine, cfg: Config, spec: StageSpec, locked: StageLoc
         engine.remove_image(result.tag)
         raise LockError(f"stage {spec.name}: the locked build installed something else: {'; '.join(diff[:8])}")
     return result
+
+
+# ------------------------------------------------------------------------ deps layers
+def make_deps_lock(engine: Engine, cfg: Config, spec: StageSpec, stage: StageResult,
+                   python_pip: dict[str, PipPin]) -> StageLock:
+    """The lock of one deps layer: every pip package in it, with hashes for those it
+    added or changed over the python stage (what its install line pins)."""
+    apt, pip = inspect_image(engine, stage.tag)
+    added = {n: v for n, v in pip.items() if n not in python_pip or python_pip[n].version != v}
+    hashes = pip_hashes(engine, cfg, stage.tag, added) if added else {}
+    return StageLock(stage.name, stage.key, stage.tag, stage.image_id, spec_digest(spec), apt,
+                     {n: PipPin(v, hashes.get(n, "")) for n, v in sorted(pip.items())})
+
+
+def build_locked_deps(engine: Engine, cfg: Config, recipe: str, lock: Lock, spec: StageSpec, parent: StageResult,
+                      report: Callable[[str, str], None], logs_dir: Path) -> StageResult:
+    """The deps layer as the lock has it: the commit's requirements must be the locked
+    ones; an image holding exactly the locked packages is reused, else the layer is
+    built with ``--require-hashes`` from the locked pins and checked."""
+    locked = lock.deps.get(recipe)
+    if locked is None:
+        raise LockError(f"builder.lock has no deps layer for {recipe}", f"run `builder lock --{recipe} REF` again")
+    if spec_digest(spec) != locked.spec_digest:
+        raise LockError(f"the build requirements of {recipe} differ from the locked ones (the commit or the "
+                        "python stage changed)", "run `builder lock` again")
+    plain = render_stage(spec, parent.tag, parent.image_id)
+    image_id = engine.image_id(plain.tag)
+    if image_id and _holds(engine, plain.tag, locked):
+        report(spec.name, "reused")
+        return StageResult(spec.name, plain.key, plain.tag, image_id, True, 0.0)
+    pip_lock = [{"spec": f"{name}=={pin.version}", "hash": f"sha256:{pin.sha256}"}
+                for name, pin in sorted(locked.pip.items()) if pin.sha256]
+    pinned = dataclasses.replace(spec, context={**spec.context, "pip_lock": pip_lock})
+    return _build_pinned(engine, cfg, pinned, locked, report, logs_dir, parent.tag, parent.image_id)

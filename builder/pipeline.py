@@ -281,14 +281,21 @@ def build_target(engine: Engine, cfg: Config, index: DirectoryIndex, recipe: Rec
 
 
 def prepare_deps(engine: Engine, cfg: Config, ref: ResolvedRef, python_stage: StageResult, note: Note,
-                 label: str) -> tuple[BuildRequirements, StageResult]:
+                 label: str, lock=None) -> tuple[BuildRequirements, StageResult]:  # noqa: ANN001 - Lock
     """Read the commit's build requirements from its mirror (no checkout) and bring up
-    the deps layer that holds them, reused when another commit listed the same ones."""
+    the deps layer that holds them, reused when another commit listed the same ones
+    (with ``lock``: exactly the locked packages, installed with hashes)."""
     mirror = update_mirror(Path(cfg.data_dir) / "mirrors", ref.url, ref.sha)
     requirements = read_build_requirements(mirror, ref.sha, label)
     spec = deps_stage(cfg, requirements.requirements, requirements.sources)
-    [stage] = build_stages(engine, cfg, [spec], lambda s, e: note(f"stage {s} ({label}): {e}"),
-                           cfg.logs_dir / "images", python_stage.image_id, parent_ref=python_stage.tag)
+    report = lambda s, e: note(f"stage {s} ({label}): {e}")  # noqa: E731
+    if lock is not None:
+        from builder.lock import build_locked_deps
+
+        return requirements, build_locked_deps(engine, cfg, label, lock, spec, python_stage, report,
+                                               cfg.logs_dir / "images")
+    [stage] = build_stages(engine, cfg, [spec], report, cfg.logs_dir / "images", python_stage.image_id,
+                           parent_ref=python_stage.tag)
     return requirements, stage
 
 
@@ -401,7 +408,7 @@ def run_wheels(cfg: Config, request: Request, note: Note) -> Report:
             outcome = ensure_prebuilt(cfg, index, recipe, target.version, note)
         else:
             assert target.ref is not None
-            requirements, deps = prepare_deps(engine, cfg, target.ref, python_stage, note, recipe.name)
+            requirements, deps = prepare_deps(engine, cfg, target.ref, python_stage, note, recipe.name, lock)
             report.stages.append(deps)
             outcome = build_target(engine, cfg, index, recipe, target.ref, request, report, deps,
                                    torch_outcome, note, provenance, requirements)

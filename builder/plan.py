@@ -146,7 +146,7 @@ def deps_stage(config: Config, requirements: tuple[str, ...], sources: tuple[str
         name="deps",
         template="deps.Dockerfile.j2",
         context={"requirements": list(requirements), "sources": list(sources) or ["none"],
-                 "index_url": config.python.index_url},
+                 "index_url": config.python.index_url, "pip_lock": []},
     )
 
 

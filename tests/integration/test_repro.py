@@ -174,6 +174,11 @@ def test_lock_records_packages_hashes_and_sources(lock_file, built):
     assert lock["sources"]["torch"]["sha"] == built["wheel"]["source_sha"]
     for name, stage in stages.items():
         assert stage["image_id"] == next(s["image_id"] for s in built["report"]["stages"] if s["name"] == name)
+    # The deps layer of the locked commit: what its requirements installed, hashed where it added them.
+    deps = lock["deps"]["torch"]
+    assert deps["image_id"] == next(s["image_id"] for s in built["report"]["stages"] if s["name"] == "deps")
+    assert len(deps["pip"]["scikit-build-core"]["sha256"]) == 64 and len(deps["pip"]["cmake"]["sha256"]) == 64
+    assert deps["pip"]["wheel"]["sha256"] == ""  # the python stage's, unchanged: pinned there
 
 
 def test_locked_build_reuses_what_matches_the_lock(env, built, lock_file):
@@ -183,6 +188,24 @@ def test_locked_build_reuses_what_matches_the_lock(env, built, lock_file):
     report = json.loads(done.stdout)
     assert all(s["reused"] for s in report["stages"])
     assert report["wheels"][0]["status"] == "reused" and report["wheels"][0]["sha256"] == built["wheel"]["sha256"]
+
+
+def test_locked_deps_layer_is_rebuilt_from_hashed_pins(env, built, lock_file, engine):
+    from builder.engine import ContainerSpec
+
+    lock = json.loads(lock_file.read_text())
+    engine.remove_image(lock["deps"]["torch"]["tag"])  # as on a machine that never built it
+    done = run_builder("wheels", "--torch", "main", "--no-smoke", "--json", "--locked", "--lock-file",
+                       str(lock_file), config=env["cfg"])
+    assert done.returncode == 0, done.stderr
+    report = json.loads(done.stdout)
+    deps = next(s for s in report["stages"] if s["name"] == "deps")
+    assert not deps["reused"]
+    pins = engine.run(ContainerSpec(image=deps["tag"], command=["cat", "/opt/venv/builder-deps-lock.txt"],
+                                    network="none")).output
+    want = lock["deps"]["torch"]["pip"]["scikit-build-core"]
+    assert f"scikit-build-core=={want['version']} --hash=sha256:{want['sha256']}" in pins
+    assert report["wheels"][0]["status"] in ("built", "reused")
 
 
 def test_locked_with_a_version_that_does_not_exist_fails_before_compiling(env, built, lock_file):
