@@ -35,6 +35,8 @@ def index_add(
     replace: bool = typer.Option(False, "--replace", help="Overwrite a published wheel with different bytes."),
     directory: Path | None = typer.Option(None, "--dir", help=_DIR_HELP),
     no_deps: bool = typer.Option(False, "--no-deps", help="Publish the wheels only, not their dependencies."),
+    extras: list[str] = typer.Option([], "--extra", help="Also fetch the dependencies of this extra "
+                                     "(as pip install 'torch[opt-einsum]'); repeatable."),
 ) -> None:
     """Publish wheels into the local index (identical re-adds are no-ops), with the
     dependencies they need at run time (fetched from [prebuilt] index_url) unless --no-deps."""
@@ -48,7 +50,7 @@ def index_add(
         out.print(f"{result.status:<9} {result.filename}  sha256={result.sha256}", markup=False)
     if not no_deps:
         note = lambda text: err.print(text, markup=False, highlight=False)  # noqa: E731
-        note(fetch_dependencies(get_config(), index, added, note))
+        note(fetch_dependencies(get_config(), index, added, note, extras=tuple(extras)))
     err.print(f"index: {index.simple_url()}", markup=False)
 
 

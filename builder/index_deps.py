@@ -7,7 +7,8 @@ container. When a wheel enters the index (built, ``index add``, fetched), its
 Requires-Dist evaluated for the python stage's interpreter and platform are fetched too,
 through builder.fetch (download cache, sha256 checked against upstream). A requirement
 that a wheel already in the index satisfies (a torch builder built itself, say) is not
-fetched.
+fetched; "satisfies" means the name, the version and an install tag the python stage
+accepts, so a cp312 wheel in the index does not stand in for a cp311 one.
 """
 
 from __future__ import annotations
@@ -18,9 +19,12 @@ from email.parser import HeaderParser
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
+from packaging.specifiers import InvalidSpecifier, SpecifierSet
+from packaging.tags import Tag, compatible_tags, cpython_tags
+from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from builder.errors import IndexError_
+from builder.errors import BuildError, IndexError_
 from builder.index import DirectoryIndex, Entry
 from builder.wheelmeta import normalize_name, parse_filename
 
@@ -43,58 +47,98 @@ def requires_dist(path: Path) -> list[str]:
 
 
 def marker_environment(python_series: str) -> dict[str, str]:
-    """The python stage's interpreter and platform, as PEP 508 markers see them."""
-    return {"python_version": python_series, "python_full_version": f"{python_series}.0",
-            "implementation_name": "cpython", "platform_python_implementation": "CPython",
-            "sys_platform": "linux", "platform_system": "Linux", "platform_machine": "x86_64",
-            "os_name": "posix", "extra": ""}
+    """The python stage's interpreter and platform, as PEP 508 markers see them.
+
+    ``platform_release``/``platform_version`` are left to the host's: a container runs
+    on the host's kernel."""
+    full = python_series if python_series.count(".") >= 2 else f"{python_series}.0"
+    return {"python_version": ".".join(python_series.split(".")[:2]), "python_full_version": full,
+            "implementation_name": "cpython", "implementation_version": full,
+            "platform_python_implementation": "CPython", "sys_platform": "linux", "platform_system": "Linux",
+            "platform_machine": "x86_64", "os_name": "posix", "extra": ""}
 
 
-def runtime_requirements(requires: list[str], python_series: str) -> list[str]:
-    """Requirements that apply to that interpreter without extras, markers dropped."""
+def runtime_requirements(requires: list[str], python_series: str, extras: tuple[str, ...] = ()) -> list[str]:
+    """Requirements that apply to that interpreter, markers dropped. A requirement behind
+    ``extra == "x"`` applies only when ``x`` is among ``extras`` (as ``pip install pkg[x]``)."""
     env = marker_environment(python_series)
-    out = []
+    envs = [env] + [{**env, "extra": normalize_name(extra)} for extra in extras]
+    out: list[str] = []
     for text in requires:
         try:
             req = Requirement(text)
         except InvalidRequirement:
             raise IndexError_(f"invalid Requires-Dist {text!r}") from None
-        if req.marker is not None and not req.marker.evaluate(env):
+        if req.marker is not None and not any(req.marker.evaluate(e) for e in envs):
             continue
         req.marker = None
-        out.append(str(req))
+        if str(req) not in out:
+            out.append(str(req))
     return out
 
 
-def satisfied_by(entries: list[Entry], requirement: str) -> bool:
+def target_tags(python_series: str) -> frozenset[Tag]:
+    """The wheel tags the python stage's interpreter installs (the platforms builder.fetch asks for)."""
+    from builder.fetch import PLATFORMS
+
+    version = tuple(int(p) for p in python_series.split(".")[:2])
+    abi = "cp" + "".join(str(p) for p in version)
+    return frozenset([*cpython_tags(version, [abi, "abi3", "none"], PLATFORMS),
+                      *compatible_tags(version, abi, PLATFORMS)])
+
+
+def installable(entry: Entry, tags: frozenset[Tag], python_series: str) -> bool:
+    """Whether pip on the python stage would install this wheel (its tags, Requires-Python)."""
+    try:
+        wheel_tags = parse_wheel_filename(entry.filename)[3]
+    except InvalidWheelFilename:
+        return False
+    if tags.isdisjoint(wheel_tags):
+        return False
+    if not entry.requires_python:
+        return True
+    try:
+        full = marker_environment(python_series)["python_full_version"]
+        return SpecifierSet(entry.requires_python).contains(full, prereleases=True)
+    except InvalidSpecifier:
+        return True  # pip ignores an unparsable Requires-Python too
+
+
+def satisfied_by(entries: list[Entry], requirement: str, python_series: str = "3.11") -> bool:
     req = Requirement(requirement)
+    tags = target_tags(python_series)
     for entry in entries:
         if normalize_name(entry.name) != normalize_name(req.name):
             continue
         try:
-            if req.specifier.contains(Version(entry.version), prereleases=True):
+            if (req.specifier.contains(Version(entry.version), prereleases=True)
+                    and installable(entry, tags, python_series)):
                 return True
         except InvalidVersion:
             continue
     return False
 
 
-def unmet(index: DirectoryIndex, requirements: list[str]) -> list[str]:
+def unmet(index: DirectoryIndex, requirements: list[str], python_series: str = "3.11") -> list[str]:
+    """The requirements no wheel in the index satisfies for that interpreter."""
     entries = index.entries()
-    return [r for r in requirements if not satisfied_by(entries, r)]
+    return [r for r in requirements if not satisfied_by(entries, r, python_series)]
 
 
-def fetch_dependencies(cfg, index: DirectoryIndex, filenames: list[str], note: Note) -> str:  # noqa: ANN001
+def fetch_dependencies(cfg, index: DirectoryIndex, filenames: list[str], note: Note,  # noqa: ANN001
+                       extras: tuple[str, ...] = ()) -> str:
     """Fetch what the wheels ``filenames`` (already in ``index``) need at run time and the
-    index cannot yet give; returns a one-line summary."""
+    index cannot yet give (with the requirements of ``extras`` too); returns a one-line
+    summary. Cheap when nothing is missing (reads METADATA and the index pages, starts no
+    pip), so it can run after every add."""
     from builder.fetch import completion_notes, default_cache_dir, fetch
 
     wanted: list[str] = []
     for filename in filenames:
-        for req in runtime_requirements(requires_dist(index.files_dir / filename), cfg.python.version):
+        for req in runtime_requirements(requires_dist(index.files_dir / filename), cfg.python.version, extras):
             if req not in wanted:
                 wanted.append(req)
-    missing = unmet(index, wanted)
+    missing = unmet(index, wanted, cfg.python.version)
     # Packages builder itself builds (torch for a torch_xla) come from this index only: an
     # unmet one is the user's to build or import, never a multi-GB surprise from PyPI.
     from builder.recipes import RECIPES
@@ -108,6 +152,11 @@ def fetch_dependencies(cfg, index: DirectoryIndex, filenames: list[str], note: N
     if not missing:
         return "dependencies: all in the index"
     cache = default_cache_dir(cfg.data_dir, cfg.prebuilt.download_cache)
-    result = fetch(missing, index, cache, cfg.python.version, cfg.prebuilt.index_url, cfg.prebuilt.find_links,
-                   log=cfg.logs_dir / "fetch-dependencies.log", progress=completion_notes(note), note=note)
+    try:
+        result = fetch(missing, index, cache, cfg.python.version, cfg.prebuilt.index_url, cfg.prebuilt.find_links,
+                       log=cfg.logs_dir / "fetch-dependencies.log", progress=completion_notes(note), note=note)
+    except BuildError as exc:
+        raise BuildError(f"{', '.join(filenames)} published, but not its dependencies: {exc.message}",
+                         f"{exc.hint + '; ' if exc.hint else ''}point [prebuilt] index_url / find_links at a "
+                         "reachable source, or add with --no-deps") from exc
     return f"dependencies: {result.summary()}"

@@ -29,6 +29,7 @@ def make_wheel(
     size: int = 0,
     payload: bytes = b"",
     tag: str = "py3-none-any",
+    requires: tuple[str, ...] = (),
 ) -> Path:
     """Write ``<name>-<version>-<tag>.whl`` into ``directory`` and return its path.
 
@@ -47,6 +48,7 @@ def make_wheel(
     metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n"
     if requires_python:
         metadata += f"Requires-Python: {requires_python}\n"
+    metadata += "".join(f"Requires-Dist: {r}\n" for r in requires)
     metadata += "Summary: a test wheel made by tests/helpers_wheels.py\n\n"
     wheel_file = "Wheel-Version: 1.0\nGenerator: helpers_wheels\nRoot-Is-Purelib: true\n"
     for t in _expand_tags(tag):

@@ -47,6 +47,10 @@ def test_index_add_brings_dependencies_and_pip_installs_from_the_index_alone(tmp
         assert dep in have, (dep, have)
     again = run_builder("index", "add", str(torch_wheel), config=cfg)  # nothing new to fetch
     assert again.returncode == 0 and "dependencies: all in the index" in again.stderr
+    assert "opt_einsum" not in have  # behind torch's extra "opt-einsum": only when asked for
+    extra = run_builder("index", "add", "--extra", "opt-einsum", str(torch_wheel), config=cfg)
+    assert extra.returncode == 0, extra.stderr
+    assert names(index) == sorted([*have, "opt_einsum"])
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
     env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}

@@ -81,8 +81,8 @@ def test_setuptools_era_tag_builds_through_the_same_recipe_with_ccache_hits(env,
     manifest = json.loads((env["index"] / "files" / f"{torch['filename']}.manifest.json").read_text())
     assert "-Cbuild-dir=build" not in json.dumps(manifest)
     # Its requirements (setuptools backend, no scikit-build-core) make another deps layer.
+    # (Reused or built: the daemon may hold it from an earlier run; it is another image either way.)
     assert deps["key"] != main_build[1]["key"] and deps["image_id"] != main_build[1]["image_id"]
-    assert not deps["reused"]
     # Same sources, same compile commands: the era change costs almost no compile.
     stats = torch["ccache"]
     assert stats["direct_hits"] + stats["preprocessed_hits"] >= 0.9 * (

@@ -1,28 +1,121 @@
-"""Which Requires-Dist of a wheel the index must hold (builder.index_deps): pure logic."""
+"""Which Requires-Dist of a wheel the index must hold (builder.index_deps): pure logic, and
+fetch_dependencies with builder.fetch.fetch replaced (the real fetch is in
+tests/integration/test_index_deps.py)."""
 
 from __future__ import annotations
 
+import pytest
+
+import builder.fetch
+from builder.config import Config
+from builder.errors import BuildError
+from builder.fetch import FetchResult
 from builder.index import DirectoryIndex
-from builder.index_deps import requires_dist, runtime_requirements, unmet
+from builder.index_deps import fetch_dependencies, requires_dist, runtime_requirements, unmet
 from tests.helpers_wheels import make_wheel
+
+# torch 2.13.0's Requires-Dist as its METADATA lists them (plus markers for other platforms)
+TORCH_REQUIRES = ["filelock", "typing-extensions>=4.10.0", 'setuptools; python_version >= "3.12"',
+                  'optree>=0.13.0; extra == "optree"', 'opt-einsum>=3.3; extra == "opt-einsum"',
+                  'pywin32; sys_platform == "win32"',
+                  'triton==3.5.0; platform_system == "Linux" and platform_machine == "x86_64"']
 
 
 def test_markers_are_evaluated_for_the_python_stage_and_extras_dropped():
-    requires = ["filelock", "typing-extensions>=4.10.0", 'setuptools; python_version >= "3.12"',
-                'optree>=0.13.0; extra == "optree"', 'pywin32; sys_platform == "win32"',
-                'triton==3.5.0; platform_system == "Linux" and platform_machine == "x86_64"']
-    assert runtime_requirements(requires, "3.11") == ["filelock", "typing-extensions>=4.10.0", "triton==3.5.0"]
-    assert "setuptools" in runtime_requirements(requires, "3.12")
+    assert runtime_requirements(TORCH_REQUIRES, "3.11") == ["filelock", "typing-extensions>=4.10.0",
+                                                            "triton==3.5.0"]
+    assert "setuptools" in runtime_requirements(TORCH_REQUIRES, "3.12")
+    assert "setuptools" in runtime_requirements(TORCH_REQUIRES, "3.12.4")
+    assert runtime_requirements(['tomli; python_full_version < "3.11.0"', 'x; implementation_name == "pypy"',
+                                 'y; platform_machine == "aarch64"'], "3.11") == []
+
+
+def test_extras_count_only_when_requested():
+    assert runtime_requirements(TORCH_REQUIRES, "3.11", extras=("opt-einsum",)) == [
+        "filelock", "typing-extensions>=4.10.0", "opt-einsum>=3.3", "triton==3.5.0"]
+    # an extra's name is compared normalized (PEP 685), as pip does
+    assert "opt-einsum>=3.3" in runtime_requirements(TORCH_REQUIRES, "3.11", extras=("Opt_Einsum",))
+    assert not any(r.startswith("optree") for r in runtime_requirements(TORCH_REQUIRES, "3.11", ("opt-einsum",)))
+    # a requirement listed both plain and under an extra is asked for once
+    assert runtime_requirements(["numpy", 'numpy; extra == "np"'], "3.11", ("np",)) == ["numpy"]
 
 
 def test_requirements_met_by_the_index_are_not_fetched(tmp_path):
     index = DirectoryIndex(tmp_path / "index")
     index.add(make_wheel(tmp_path / "w", "torch", "2.99.0a0+gitabc1234", tag="cp311-cp311-linux_x86_64"))
     index.add(make_wheel(tmp_path / "w", "filelock", "3.20.0"))
-    assert unmet(index, ["torch>=2.99.0a0", "filelock>=3", "fsspec"]) == ["fsspec"]
+    index.add(make_wheel(tmp_path / "w", "typing_extensions", "4.15.0"))
+    assert unmet(index, ["torch>=2.99.0a0", "filelock>=3", "fsspec", "Typing-Extensions>=4.10"]) == ["fsspec"]
     assert unmet(index, ["filelock>=4"]) == ["filelock>=4"]
 
 
+def test_a_wheel_the_python_stage_cannot_install_does_not_count(tmp_path):
+    index = DirectoryIndex(tmp_path / "index")
+    index.add(make_wheel(tmp_path / "w", "markupsafe", "3.0.3", tag="cp312-cp312-manylinux_2_17_x86_64"))
+    index.add(make_wheel(tmp_path / "w", "numpy", "2.3.0", tag="cp311-cp311-manylinux_2_28_aarch64"))
+    index.add(make_wheel(tmp_path / "w", "sympy", "1.15.0", requires_python=">=3.12"))
+    index.add(make_wheel(tmp_path / "w", "pyyaml", "6.0.3", tag="cp311-cp311-manylinux_2_17_x86_64"))
+    assert unmet(index, ["MarkupSafe>=2", "numpy", "sympy", "pyyaml"], "3.11") == ["MarkupSafe>=2", "numpy", "sympy"]
+    assert unmet(index, ["MarkupSafe>=2", "sympy"], "3.12") == []
+
+
 def test_requires_dist_read_from_the_wheel(tmp_path):
-    wheel = make_wheel(tmp_path, "plain", "1.0")
-    assert requires_dist(wheel) == []
+    assert requires_dist(make_wheel(tmp_path, "plain", "1.0")) == []
+    wheel = make_wheel(tmp_path, "withdeps", "1.0", requires=("filelock", 'a; extra == "x"'))
+    assert requires_dist(wheel) == ["filelock", 'a; extra == "x"']
+
+
+@pytest.fixture()
+def calls(monkeypatch):
+    """builder.fetch.fetch replaced: records what it was asked for, fetches nothing."""
+    seen: list[list[str]] = []
+
+    def fake_fetch(requirements, index, cache_dir, python_series, index_url, find_links, **kwargs):
+        seen.append(list(requirements))
+        return FetchResult(list(requirements), seconds=0.1)
+
+    monkeypatch.setattr(builder.fetch, "fetch", fake_fetch)
+    return seen
+
+
+def test_own_projects_come_from_the_index_never_from_upstream(tmp_path, calls):
+    cfg = Config(data_dir=str(tmp_path / "data"))
+    index = DirectoryIndex(tmp_path / "index")
+    xla = make_wheel(tmp_path / "w", "torch_xla", "2.9.0", tag="cp311-cp311-linux_x86_64",
+                     requires=("torch==2.9.0", "absl-py>=1.0.0", 'libtpu==0.0.21; extra == "tpu"'))
+    notes: list[str] = []
+
+    # no torch in the index: torch is named for the user to build, never fetched
+    index.add(xla)
+    fetch_dependencies(cfg, index, [xla.name], notes.append)
+    assert calls == [["absl-py>=1.0.0"]]
+    assert any("not fetching torch==2.9.0" in n for n in notes)
+
+    # a torch from source whose version does not match is not fetched either
+    index.add(make_wheel(tmp_path / "w", "torch", "2.9.0a0+gitabc1234", tag="cp311-cp311-linux_x86_64"))
+    calls.clear()
+    fetch_dependencies(cfg, index, [xla.name], notes.append)
+    assert calls == [["absl-py>=1.0.0"]]
+
+    # a matching torch (local label and all) satisfies it; with absl-py there, nothing runs
+    index.add(make_wheel(tmp_path / "w", "torch", "2.9.0+cpu", tag="cp311-cp311-linux_x86_64"))
+    index.add(make_wheel(tmp_path / "w", "absl_py", "2.3.1"))
+    calls.clear()
+    assert fetch_dependencies(cfg, index, [xla.name], notes.append) == "dependencies: all in the index"
+    assert calls == []
+    fetch_dependencies(cfg, index, [xla.name], notes.append, extras=("tpu",))
+    assert calls == [["libtpu==0.0.21"]]
+
+
+def test_a_failed_dependency_fetch_says_the_wheel_is_published(tmp_path, monkeypatch):
+    def failing_fetch(*args, **kwargs):
+        raise BuildError("resolving fsspec from https://pypi.org/simple failed: no network", "see fetch.log")
+
+    monkeypatch.setattr(builder.fetch, "fetch", failing_fetch)
+    index = DirectoryIndex(tmp_path / "index")
+    wheel = make_wheel(tmp_path / "w", "app", "1.0", requires=("fsspec",))
+    index.add(wheel)
+    with pytest.raises(BuildError) as caught:
+        fetch_dependencies(Config(data_dir=str(tmp_path / "data")), index, [wheel.name], lambda _: None)
+    assert caught.value.message.startswith("app-1.0-py3-none-any.whl published, but not its dependencies")
+    assert "see fetch.log" in caught.value.hint and "--no-deps" in caught.value.hint
