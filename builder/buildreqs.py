@@ -11,6 +11,7 @@ requirements share the layer, a changed requirement makes only that layer again.
 
 from __future__ import annotations
 
+import re
 import tomllib
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,10 +34,6 @@ class BuildRequirements:
     backend: str
     requirements: tuple[str, ...]  # sorted, de-duplicated, each a valid PEP 508 requirement
     sources: tuple[str, ...]  # the files they came from, for messages and provenance
-
-    @property
-    def names(self) -> set[str]:
-        return {Requirement(r).name.lower().replace("_", "-") for r in self.requirements}
 
 
 def parse_requirements_file(text: str, where: str) -> list[str]:
@@ -104,8 +101,6 @@ def missing_module_hint(log_text: str, requirements: BuildRequirements, sources_
     """A one-line cause for a build that failed on a missing Python module or backend
     requirement (pypa/build's "Missing dependencies", or an import error deep in CMake's
     codegen), naming the requirement to add; None when the log shows neither."""
-    import re
-
     missing = re.search(r"Missing dependencies:\s*\n\s*(\S+)", log_text)
     if missing:
         return (f"the build backend needs {missing.group(1)!r}, which is not in the build requirements "

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import typer
 from rich.table import Table
@@ -89,18 +88,15 @@ def wheels_cmd(
                       smoke=not no_smoke, force_smoke=force_smoke, torch_version=torch_version, xla_version=xla_version,
                       lock_file=lock_file if locked else "", torch_unpinned=torch_unpinned)
     if dry_run:
-        from builder.buildreqs import read_build_requirements
         from builder.cli_images import print_dry_run
-        from builder.pipeline import plan_targets
-        from builder.sources import update_mirror
+        from builder.pipeline import commit_requirements, plan_targets
 
         for target in plan_targets(cfg, request):
             ref = target.ref
             what = f"prebuilt {target.version}" if ref is None else f"{ref.ref} = {ref.sha} ({ref.url})"
             out.print(f"# {target.recipe}: {what}", markup=False)
             if ref is not None:
-                reqs = read_build_requirements(update_mirror(Path(cfg.data_dir) / "mirrors", ref.url, ref.sha),
-                                               ref.sha, target.recipe)
+                reqs = commit_requirements(cfg, ref, target.recipe)
                 out.print(f"#   backend {reqs.backend}; build requirements from "
                           f"{', '.join(reqs.sources) or 'PEP 517 defaults'}: {' '.join(reqs.requirements)}",
                           markup=False)

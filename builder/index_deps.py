@@ -13,9 +13,7 @@ accepts, so a cp312 wheel in the index does not stand in for a cp311 one.
 
 from __future__ import annotations
 
-import zipfile
 from collections.abc import Callable
-from email.parser import HeaderParser
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -26,24 +24,14 @@ from packaging.version import InvalidVersion, Version
 
 from builder.errors import BuildError, IndexError_
 from builder.index import DirectoryIndex, Entry
-from builder.wheelmeta import normalize_name, parse_filename
+from builder.wheelmeta import normalize_name, parse_filename, read_metadata
 
 Note = Callable[[str], None]
 
 
 def requires_dist(path: Path) -> list[str]:
-    """The Requires-Dist lines of a wheel's METADATA."""
-    wheel = parse_filename(path.name)
-    try:
-        with zipfile.ZipFile(path) as zf:
-            member = next((n for n in zf.namelist() if n.endswith(".dist-info/METADATA")
-                           and n.count("/") == 1 and normalize_name(n.split("-", 1)[0]) == wheel.normalized), None)
-            if member is None:
-                raise IndexError_(f"{path}: no .dist-info/METADATA")
-            raw = zf.read(member).decode("utf-8", errors="replace")
-    except (zipfile.BadZipFile, OSError) as exc:
-        raise IndexError_(f"{path}: cannot read the wheel's METADATA ({exc})") from None
-    return [value.strip() for value in HeaderParser().parsestr(raw).get_all("Requires-Dist") or []]
+    """The Requires-Dist lines of a wheel's METADATA (read and checked by builder.wheelmeta)."""
+    return list(read_metadata(path, parse_filename(path.name)).requires_dist)
 
 
 def marker_environment(python_series: str) -> dict[str, str]:

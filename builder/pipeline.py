@@ -78,6 +78,11 @@ class Report:
     seconds: float = 0.0
 
 
+def torch_target(repo: str, spec: str) -> Target:
+    """A prebuilt torch version, or a ref resolved in ``repo``."""
+    return Target("torch", version=spec) if is_version(spec) else Target("torch", ref=resolve_ref(repo, spec))
+
+
 def plan_targets(cfg: Config, request: Request) -> list[Target]:
     """Resolve refs (git ls-remote) or accept versions; nothing is built yet."""
     check_config(cfg)
@@ -92,13 +97,10 @@ def plan_targets(cfg: Config, request: Request) -> list[Target]:
             raise ConfigError(f"--xla {request.xla} is a prebuilt version: name its torch with --torch")
         if is_version(request.torch):
             check_pair(request.torch, request.xla)  # refused before anything is resolved, fetched or built
-        torch = (Target("torch", version=request.torch) if is_version(request.torch)
-                 else Target("torch", ref=resolve_ref(torch_repo, request.torch)))
-        return [torch, Target("xla", version=request.xla)]
+        return [torch_target(torch_repo, request.torch), Target("xla", version=request.xla)]
     if request.xla is None:
         assert request.torch is not None
-        return [Target("torch", version=request.torch) if is_version(request.torch)
-                else Target("torch", ref=resolve_ref(torch_repo, request.torch))]
+        return [torch_target(torch_repo, request.torch)]
     xla = resolve_ref(request.xla_repo or cfg.repos.xla, request.xla)
     pair = plan_pair(Path(cfg.data_dir) / "mirrors", xla, request.torch, torch_repo, request.torch_unpinned,
                      request.torch_version, request.xla_version)
@@ -280,13 +282,17 @@ def build_target(engine: Engine, cfg: Config, index: DirectoryIndex, recipe: Rec
                              provenance, requirements)
 
 
+def commit_requirements(cfg: Config, ref: ResolvedRef, label: str) -> BuildRequirements:
+    """The build requirements at ``ref``'s commit, read from its mirror (fetched if needed)."""
+    return read_build_requirements(update_mirror(Path(cfg.data_dir) / "mirrors", ref.url, ref.sha), ref.sha, label)
+
+
 def prepare_deps(engine: Engine, cfg: Config, ref: ResolvedRef, python_stage: StageResult, note: Note,
                  label: str, lock=None) -> tuple[BuildRequirements, StageResult]:  # noqa: ANN001 - Lock
     """Read the commit's build requirements from its mirror (no checkout) and bring up
     the deps layer that holds them, reused when another commit listed the same ones
     (with ``lock``: exactly the locked packages, installed with hashes)."""
-    mirror = update_mirror(Path(cfg.data_dir) / "mirrors", ref.url, ref.sha)
-    requirements = read_build_requirements(mirror, ref.sha, label)
+    requirements = commit_requirements(cfg, ref, label)
     spec = deps_stage(cfg, requirements.requirements, requirements.sources)
     report = lambda s, e: note(f"stage {s} ({label}): {e}")  # noqa: E731
     if lock is not None:

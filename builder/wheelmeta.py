@@ -53,6 +53,7 @@ class CoreMetadata:
     version: str
     metadata_version: str
     requires_python: str | None
+    requires_dist: tuple[str, ...] = ()  # what the index must also hold to install it (builder.index_deps)
 
 
 @dataclass(frozen=True)
@@ -128,7 +129,8 @@ def read_metadata(path: Path, wheel: WheelName) -> CoreMetadata:
         raise IndexError_(f"{path}: METADATA names project {name!r} but the file name says {wheel.name!r}")
     if canonicalize_version(version) != canonicalize_version(wheel.version.replace("_", "-")):
         raise IndexError_(f"{path}: METADATA says version {version!r} but the file name says {wheel.version!r}")
-    return CoreMetadata(name, version, metadata_version, requires_python)
+    requires_dist = tuple(v.strip() for v in headers.get_all("Requires-Dist") or [])
+    return CoreMetadata(name, version, metadata_version, requires_python, requires_dist)
 
 
 def _metadata_member(zf: zipfile.ZipFile, wheel: WheelName, path: Path) -> str:
