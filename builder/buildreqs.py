@@ -22,6 +22,8 @@ from builder.errors import BuildError
 from builder.sources import read_at_commit
 
 REQUIREMENTS_FILE = "requirements-build.txt"
+BAZEL_VERSION_FILE = ".bazelversion"
+_BAZEL_VERSION = re.compile(r"^[0-9]+\.[0-9]+\.[0-9]+(rc[0-9]+)?$")
 PYPROJECT = "pyproject.toml"
 # PEP 517's default when pyproject.toml names no backend (setup.py only).
 LEGACY_BACKEND = "setuptools.build_meta:__legacy__"
@@ -34,6 +36,7 @@ class BuildRequirements:
     backend: str
     requirements: tuple[str, ...]  # sorted, de-duplicated, each a valid PEP 508 requirement
     sources: tuple[str, ...]  # the files they came from, for messages and provenance
+    bazel_version: str = ""  # the commit's .bazelversion (pytorch/xla): bazelisk runs this Bazel
 
 
 def parse_requirements_file(text: str, where: str) -> list[str]:
@@ -94,7 +97,18 @@ def read_build_requirements(mirror: Path, sha: str, label: str) -> BuildRequirem
     if text is not None:
         backend, requires = parse_pyproject(text, f"{label}:{PYPROJECT}")
         sources.append(PYPROJECT)
-    return BuildRequirements(backend, merge(from_file, requires), tuple(sources))
+    bazel = read_at_commit(mirror, sha, BAZEL_VERSION_FILE)
+    return BuildRequirements(backend, merge(from_file, requires), tuple(sources),
+                             parse_bazel_version(bazel, f"{label}:{BAZEL_VERSION_FILE}") if bazel else "")
+
+
+def parse_bazel_version(text: str, where: str) -> str:
+    """The Bazel release a .bazelversion names (its first non-comment line, as bazelisk reads it)."""
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("#")]
+    if not lines or not _BAZEL_VERSION.match(lines[0]):
+        raise BuildError(f"{where}: {lines[0] if lines else 'empty'!r} is not a Bazel release version",
+                         "builder runs the Bazel of .bazelversion through bazelisk; name a release like 7.4.1")
+    return lines[0]
 
 
 def missing_module_hint(log_text: str, requirements: BuildRequirements, sources_label: str) -> str | None:

@@ -38,23 +38,27 @@ def demo_cmd(
     ca: str = typer.Option(None, "--extra-ca", help="Extra CA bundle for containers (default: $PIP_CERT if set)."),
 ) -> None:
     """Run the real pipeline on bundled example repos (fake torch + fake xla), offline."""
-    from builder.examples import write_example_repo
+    from builder.examples import BazelMirror, write_example_repo
 
     root = workdir or Path(tempfile.mkdtemp(prefix="builder-demo-"))
     root.mkdir(parents=True, exist_ok=True)
     torch_repo = write_example_repo("faketorch", root / "repos" / "faketorch")
     xla_repo = write_example_repo("fakexla", root / "repos" / "fakexla")
     extra_ca = ca or os.environ.get("PIP_CERT", "")
-    config = root / "builder.toml"
-    config.write_text(
-        f'data_dir = "{root / "data"}"\n'
-        f'[repos]\ntorch = "file://{torch_repo}"\nxla = "file://{xla_repo}"\n'
-        + (f'[ca]\nextra_certificates = "{extra_ca}"\n' if extra_ca else "")
-    )
-    err.print(f"demo: example repos and data in {root}", markup=False)
-    for command in demo_commands(config):
-        err.print("$ builder " + " ".join(command[5:]), markup=False)
-        if subprocess.run(command).returncode != 0:
-            raise BuildError(f"demo step failed: builder {' '.join(command[5:])}", f"see {root}")
+    # fakexla's .bazelversion names Bazel 7.4.1: bazelisk fetches the example's stand-in
+    # from this mirror (on 127.0.0.1, for the demo's duration) instead of releases.bazel.build.
+    with BazelMirror(root / "bazel-mirror") as mirror:
+        config = root / "builder.toml"
+        config.write_text(
+            f'data_dir = "{root / "data"}"\n'
+            f'[repos]\ntorch = "file://{torch_repo}"\nxla = "file://{xla_repo}"\n'
+            f'[bazel]\nbase_url = "{mirror.url}"\n'
+            + (f'[ca]\nextra_certificates = "{extra_ca}"\n' if extra_ca else "")
+        )
+        err.print(f"demo: example repos and data in {root}", markup=False)
+        for command in demo_commands(config):
+            err.print("$ builder " + " ".join(command[5:]), markup=False)
+            if subprocess.run(command).returncode != 0:
+                raise BuildError(f"demo step failed: builder {' '.join(command[5:])}", f"see {root}")
     err.print(f"demo done: install with pip install --index-url file://{root / 'data' / 'index' / 'simple'}/ "
               "torch torch_xla", markup=False)

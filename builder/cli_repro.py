@@ -63,7 +63,7 @@ def lock_cmd(
         ref = ResolvedRef(torch_repo or cfg.repos.torch if name == "torch" else xla_repo or cfg.repos.xla,
                           source.ref, source.sha)
         requirements, stage = prepare_deps(engine, cfg, ref, stages[-1], _note, name)
-        spec = deps_stage(cfg, requirements.requirements, requirements.sources)
+        spec = deps_stage(cfg, requirements.requirements, requirements.sources, requirements.bazel_version)
         deps[name] = make_deps_lock(engine, cfg, spec, stage, lock.stages[stages[-1].name].pip)
     lock = dataclasses.replace(lock, deps=deps)
     write_lock(lock, output)

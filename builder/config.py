@@ -58,6 +58,11 @@ class ToolchainConfig:
     ninja: str = "1.11.1-2~deb12u1"
     git: str = "1:2.39.5-0+deb12u3"
     make: str = "4.3-4.1"
+    # bazelisk, for recipes whose commit has a .bazelversion (torch_xla): npm's
+    # @bazel/bazelisk tarball at this version, checked against npm's sha512 integrity.
+    bazelisk: str = "1.28.1"
+    bazelisk_sha512: str = "K21x83NXOtd0yb2qzjMES3UV4xEWZ1q1vnXFhADA1u7IoiMVQkJAVQRK3oZ5txpnrGafY15HS+YYr2nmsEP4Tg=="
+    npm_registry: str = "https://registry.npmjs.org"
 
 
 @dataclass(frozen=True)
@@ -111,6 +116,13 @@ class ReposConfig:
 
 
 @dataclass(frozen=True)
+class BazelConfig:
+    # Where bazelisk downloads the Bazel of a commit's .bazelversion (BAZELISK_BASE_URL:
+    # <base_url>/<version>/bazel-<version>-linux-x86_64); empty: releases.bazel.build.
+    base_url: str = ""
+
+
+@dataclass(frozen=True)
 class CacheConfig:
     ccache: str = "volume:builder-ccache"  # volume:NAME or path:/dir
     ccache_max_size: str = "20G"
@@ -132,6 +144,7 @@ class Config:
     prebuilt: PrebuiltConfig = field(default_factory=PrebuiltConfig)
     repos: ReposConfig = field(default_factory=ReposConfig)
     cache: CacheConfig = field(default_factory=CacheConfig)
+    bazel: BazelConfig = field(default_factory=BazelConfig)
     data_dir: str = field(default_factory=default_data_dir)
     source: str = "<defaults>"  # where the file part came from, for messages
 
@@ -161,6 +174,10 @@ _CHECKS: dict[str, Callable[[Any, str], Any]] = {
     "toolchain.ninja": validate.deb_version,
     "toolchain.git": validate.deb_version,
     "toolchain.make": validate.deb_version,
+    "toolchain.bazelisk": lambda v, f: _match(v, f, r"^[0-9]+\.[0-9]+\.[0-9]+$", "version like 1.28.1"),
+    "toolchain.bazelisk_sha512": lambda v, f: _match(v, f, r"^[A-Za-z0-9+/]{86}==$", "npm sha512 integrity (base64)"),
+    "toolchain.npm_registry": validate.http_url,
+    "bazel.base_url": lambda v, f: v and validate.http_url(v, f),
     "python.version": lambda v, f: _match(v, f, r"^3\.[0-9]{1,2}$", "Python series like 3.11"),
     "python.package_version": validate.deb_version,
     "python.requirements": lambda v, f: [validate.requirement(x, f) for x in v],

@@ -95,6 +95,8 @@ class StepRecord:
     version: str = ""  # explicit wheel version asked for (nightlies); empty: the source's own
     torch_requirement: str = ""
     torch_sha256: str = ""
+    torch_source_url: str = ""  # the torch checkout an xla build ran inside (builder.xla_layout)
+    torch_source_sha: str = ""
 
 
 # ----------------------------------------------------------------------- secrets
@@ -179,6 +181,9 @@ def _materials(step: StepRecord, prov: Provenance) -> list[dict[str, Any]]:
     if step.torch_sha256:
         materials.append({"name": "torch-wheel", "uri": prov.torch_wheel or "torch",
                           "digest": {"sha256": step.torch_sha256}})
+    if step.torch_source_sha:
+        materials.append({"name": "torch-source", "uri": f"git+{redact_url(step.torch_source_url)}",
+                          "digest": {"gitCommit": step.torch_source_sha}})
     return materials
 
 
@@ -245,6 +250,8 @@ class RebuildSpec:
     torch_requirement: str
     torch_sha256: str
     source_date_epoch: int
+    torch_source_url: str = ""
+    torch_source_sha: str = ""
 
 
 def rebuild_spec(manifest: Mapping[str, Any]) -> RebuildSpec:
@@ -256,6 +263,7 @@ def rebuild_spec(manifest: Mapping[str, Any]) -> RebuildSpec:
     definition = manifest["predicate"]["buildDefinition"]
     external, internal = definition["externalParameters"], definition["internalParameters"]
     subject = manifest["subject"][0]
+    torch_source = next((m for m in definition.get("resolvedDependencies", []) if m.get("name") == "torch-source"), {})
     return RebuildSpec(
         wheel=subject["name"], sha256=subject["digest"]["sha256"], build_key=manifest["build_key"],
         recipe=external["recipe"], source_url=external["source"]["uri"], source_sha=external["source"]["sha"],
@@ -263,6 +271,8 @@ def rebuild_spec(manifest: Mapping[str, Any]) -> RebuildSpec:
         image_tag=internal["buildImage"]["tag"], image_id=internal["buildImage"]["id"],
         torch_requirement=internal["torchRequirement"], torch_sha256=manifest.get("torch_wheel_sha256", ""),
         source_date_epoch=internal["sourceDateEpoch"],
+        torch_source_url=torch_source.get("uri", "").removeprefix("git+"),
+        torch_source_sha=torch_source.get("digest", {}).get("gitCommit", ""),
     )
 
 

@@ -35,6 +35,10 @@ from pathlib import Path
 
 from builder.errors import BuildError
 
+# Bumped whenever the rewrite changes the bytes it writes: part of every wheel key, so a
+# changed normalizer never reuses a wheel the old one wrote.
+NORMALIZER_VERSION = "1"
+
 ZIP_EPOCH = 315532800  # 1980-01-01T00:00:00Z: a zip timestamp cannot be older
 COMPRESS_LEVEL = 6  # zlib's default; fixed so the bytes do not depend on a library default
 FILE_MODE = 0o644

@@ -11,6 +11,7 @@ versions (torch's ``version.txt``, xla's default ``TORCH_XLA_VERSION``) must pai
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -78,3 +79,20 @@ def plan_pair(mirrors: Path, xla: ResolvedRef, torch_spec: str | None, torch_rep
     if torch_ver and xla_ver:
         check_source_pair(torch_ver, xla_ver, f"{where} with torch {torch_ref.ref} ({torch_ref.sha[:12]})")
     return PairPlan(torch_ref, torch_ver or "", pinned)
+
+
+def unpinned_xla_version(mirrors: Path, xla: ResolvedRef, torch_url: str, torch_sha: str) -> str:
+    """The version of a torch_xla built against a torch other than its ``.torch_commit``:
+    upstream's ``<TORCH_XLA_VERSION>+git<xla sha7>`` plus ``.torch<torch sha7>``, so it
+    never takes the name of the pinned build (xla records its torch commit, so the bytes
+    differ). Empty when ``torch_sha`` is the pinned commit (or xla pins nothing)."""
+    mirror = update_mirror(mirrors, xla.url, xla.sha)
+    pin_text = read_at_commit(mirror, xla.sha, TORCH_PIN_FILE)
+    pinned = parse_torch_pin(pin_text) if pin_text else None
+    if pinned is None:
+        return ""
+    pinned_sha = pinned if re.fullmatch(r"[0-9a-f]{40}", pinned) else resolve_ref(torch_url, pinned).sha
+    if pinned_sha == torch_sha:
+        return ""
+    base = xla_source_version(mirror, xla.sha) or "0.0.0"
+    return f"{base}+git{xla.sha[:7]}.torch{torch_sha[:7]}"

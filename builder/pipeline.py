@@ -20,7 +20,7 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 from packaging.version import InvalidVersion, Version
 
-from builder import validate, xla_smoke
+from builder import validate, xla_layout, xla_smoke
 from builder.buildreqs import BuildRequirements, missing_module_hint, read_build_requirements
 from builder.ccache import CCACHE_MOUNT, CacheLocation, config_text, parse_location, read_only_env
 from builder.config import Config
@@ -32,7 +32,7 @@ from builder.index import DirectoryIndex, Entry
 from builder.index_deps import fetch_dependencies
 from builder.manifest import PROVENANCE_TOOLS, ImageRef, Provenance
 from builder.pairing import check_config, check_pair
-from builder.pins import plan_pair
+from builder.pins import plan_pair, unpinned_xla_version
 from builder.plan import deps_stage, image_stages
 from builder.recipes import BuildContext, get_recipe
 from builder.recipes.base import INDEX_MOUNT, Recipe, pip_from_local_index
@@ -40,6 +40,7 @@ from builder.refs import ResolvedRef, is_version, resolve_ref
 from builder.resources import choose_jobs, free_disk_gib
 from builder.sources import checkout, commit_time, update_mirror
 from builder.wheelstep import StepMounts, StepOutcome, container_env, find_reusable, run_step, wheel_key
+from builder.xla_layout import torch_commit_of_wheel
 
 Note = Callable[[str], None]
 
@@ -275,11 +276,11 @@ def package_lock(cfg: Config, name: str, note: Note) -> Iterator[None]:
 def build_target(engine: Engine, cfg: Config, index: DirectoryIndex, recipe: Recipe, ref: ResolvedRef,
                  request: Request, report: Report, stage: StageResult, torch_outcome: StepOutcome | None,
                  note: Note, provenance: Provenance | None = None,
-                 requirements: BuildRequirements | None = None) -> StepOutcome:
+                 requirements: BuildRequirements | None = None, torch_url: str = "") -> StepOutcome:
     """Reuse the wheel whose key is already in the index, else check out and compile."""
     with package_lock(cfg, recipe.name, note):
         return _build_target(engine, cfg, index, recipe, ref, request, report, stage, torch_outcome, note,
-                             provenance, requirements)
+                             provenance, requirements, torch_url)
 
 
 def commit_requirements(cfg: Config, ref: ResolvedRef, label: str) -> BuildRequirements:
@@ -293,7 +294,7 @@ def prepare_deps(engine: Engine, cfg: Config, ref: ResolvedRef, python_stage: St
     the deps layer that holds them, reused when another commit listed the same ones
     (with ``lock``: exactly the locked packages, installed with hashes)."""
     requirements = commit_requirements(cfg, ref, label)
-    spec = deps_stage(cfg, requirements.requirements, requirements.sources)
+    spec = deps_stage(cfg, requirements.requirements, requirements.sources, requirements.bazel_version)
     report = lambda s, e: note(f"stage {s} ({label}): {e}")  # noqa: E731
     if lock is not None:
         from builder.lock import build_locked_deps
@@ -308,18 +309,26 @@ def prepare_deps(engine: Engine, cfg: Config, ref: ResolvedRef, python_stage: St
 def _build_target(engine: Engine, cfg: Config, index: DirectoryIndex, recipe: Recipe, ref: ResolvedRef,
                   request: Request, report: Report, stage: StageResult, torch_outcome: StepOutcome | None,
                   note: Note, provenance: Provenance | None = None,
-                  requirements: BuildRequirements | None = None) -> StepOutcome:
+                  requirements: BuildRequirements | None = None, torch_url: str = "") -> StepOutcome:
     against_torch = torch_outcome if recipe.name != "torch" else None
+    requirements = requirements or BuildRequirements("", (), ())
     ctx = BuildContext(
         jobs=report.jobs, source_date_epoch=0,
         version=request.torch_version if recipe.name == "torch" else request.xla_version,
         torch_requirement=f"torch=={against_torch.version}" if against_torch else "",
         bazel_remote=cfg.cache.bazel_remote, cache_silo=f"builder-{stage.key}",
-        backend=requirements.backend if requirements else "")
+        backend=requirements.backend, bazel_version=requirements.bazel_version, bazel_base_url=cfg.bazel.base_url)
     mirror = update_mirror(Path(cfg.data_dir) / "mirrors", ref.url, ref.sha)
     ctx = replace(ctx, source_date_epoch=commit_time(mirror, ref.sha))
     torch_sha = against_torch.sha256 if against_torch else ""
-    key = wheel_key(recipe, stage.image_id, ref.sha, container_env(recipe, ctx), torch_sha, ctx.backend)
+    # torch_xla builds inside the torch checkout of its torch wheel's commit (builder.xla_layout)
+    torch_source = (against_torch.source_sha or torch_commit_of_wheel(index.files_dir / against_torch.filename)
+                    ) if against_torch and recipe.name == "xla" else ""
+    if torch_source and not ctx.version:  # against another torch than its pin: a name of its own
+        ctx = replace(ctx, version=unpinned_xla_version(Path(cfg.data_dir) / "mirrors", ref,
+                                                        torch_url or cfg.repos.torch, torch_source))
+    key = wheel_key(recipe, stage.image_id, ref.sha, container_env(recipe, ctx), torch_sha, ctx,
+                    requirements.requirements, torch_source)
     reused = find_reusable(index, recipe, key, ref.sha)
     if reused is not None:
         return reused
@@ -327,6 +336,14 @@ def _build_target(engine: Engine, cfg: Config, index: DirectoryIndex, recipe: Re
     mounts = prepare_ccache(engine, cfg, stage.tag, index.root, prepare_bazel_cache(engine, cfg))
     note(f"{recipe.project}: {ref.ref} = {ref.sha[:12]}, checking out ...")
     tree = checkout(mirror, ref.url, ref.sha, Path(cfg.data_dir) / "src" / recipe.name)
+    torch_tree = None
+    if torch_source:
+        assert against_torch is not None
+        note(f"{recipe.project}: torch checkout at {torch_source[:12]} with {against_torch.filename}'s headers "
+             "and libraries (no torch compile) ...")
+        torch_tree = xla_layout.assemble(Path(cfg.data_dir) / "mirrors", torch_url or cfg.repos.torch,
+                                         torch_source, index.files_dir / against_torch.filename,
+                                         Path(cfg.data_dir) / "src" / "torch-for-xla")
     user = build_user(cfg)
     if user and os.geteuid() == 0:
         give_tree_to(tree.path, user)  # the build writes build/ inside the source
@@ -340,25 +357,41 @@ def _build_target(engine: Engine, cfg: Config, index: DirectoryIndex, recipe: Re
             log_path, network=cfg.build.network,
             user=user, nano_cpus=int(cfg.build.cpu_limit * 1e9) or None,
             mem_limit=f"{int(cfg.build.memory_limit_gib * 1024)}m" if cfg.build.memory_limit_gib else None,
-            torch_sha256=torch_sha, provenance=provenance)
+            torch_sha256=torch_sha, provenance=provenance, torch_tree=torch_tree)
     except BuildError as exc:
-        raise explain_failure(exc, log_path, recipe, ref, requirements) from exc
+        raise explain_failure(exc, log_path, recipe, ref, requirements, cfg) from exc
     record_last_build(cfg, outcome)
     return outcome
 
 
 def explain_failure(exc: BuildError, log_path: Path, recipe: Recipe, ref: ResolvedRef,
-                    requirements: BuildRequirements | None) -> BuildError:
-    """The cause a user can act on, when the log shows one (a missing build requirement)."""
+                    requirements: BuildRequirements | None, cfg: Config | None = None) -> BuildError:
+    """The cause a user can act on, when the log shows one (a missing build requirement,
+    a Bazel bazelisk could not download)."""
     try:
         text = log_path.read_text(errors="replace")
     except OSError:
         return exc
-    where = " and ".join(requirements.sources) if requirements and requirements.sources else "requirements-build.txt"
-    hint = missing_module_hint(text, requirements, where) if requirements else None
+    hint = bazel_download_hint(text, requirements, cfg)
+    if hint is None and requirements:
+        where = " and ".join(requirements.sources) if requirements.sources else "requirements-build.txt"
+        hint = missing_module_hint(text, requirements, where)
     if hint is None:
         return exc
     return BuildError(f"building {recipe.project} from {ref.sha[:12]} failed: {hint}", f"see the log {log_path}")
+
+
+def bazel_download_hint(log_text: str, requirements: BuildRequirements | None, cfg: Config | None) -> str | None:
+    """bazelisk's "could not download Bazel" as one line: which Bazel, from where, and the setting."""
+    match = re.search(r"could not download Bazel: .*?(https?://\S+?)(?:[\s:]|\.\.\.|$)", log_text)
+    if match is None:
+        return None
+    version = requirements.bazel_version if requirements and requirements.bazel_version else "?"
+    configured = cfg.bazel.base_url if cfg else ""
+    return (f"bazelisk could not download Bazel {version} (the commit's .bazelversion) from {match.group(1)}; "
+            + (f"check the mirror [bazel] base_url = {configured!r} serves {version}/bazel-{version}-linux-x86_64"
+               if configured else "give the build network access to releases.bazel.build, or set [bazel] base_url "
+               "to a mirror of Bazel releases"))
 
 
 def smoke_key(image_id: str, outcomes: list[StepOutcome]) -> str:
@@ -406,6 +439,8 @@ def run_wheels(cfg: Config, request: Request, note: Note) -> Report:
     python_stage = report.stages[-1]
     report.jobs = choose_jobs(request.jobs or cfg.build.jobs, cfg.build.memory_per_job_gib)
     torch_outcome: StepOutcome | None = None
+    torch_url = next((t.ref.url for t in targets if t.recipe == "torch" and t.ref), "") \
+        or request.torch_repo or cfg.repos.torch
     for target in targets:
         recipe = get_recipe(target.recipe)
         if target.version:
@@ -417,7 +452,7 @@ def run_wheels(cfg: Config, request: Request, note: Note) -> Report:
             requirements, deps = prepare_deps(engine, cfg, target.ref, python_stage, note, recipe.name, lock)
             report.stages.append(deps)
             outcome = build_target(engine, cfg, index, recipe, target.ref, request, report, deps,
-                                   torch_outcome, note, provenance, requirements)
+                                   torch_outcome, note, provenance, requirements, torch_url)
         note(f"{recipe.project}: {outcome.status} {outcome.filename}")
         if target.ref is not None:  # a prebuilt wheel was fetched with its dependencies
             note(f"{recipe.project}: {fetch_dependencies(cfg, index, [outcome.filename], note)}")

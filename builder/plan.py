@@ -139,14 +139,22 @@ def image_stages(config: Config) -> list[StageSpec]:
     return [base, toolchain, python]
 
 
-def deps_stage(config: Config, requirements: tuple[str, ...], sources: tuple[str, ...]) -> StageSpec:
+def deps_stage(config: Config, requirements: tuple[str, ...], sources: tuple[str, ...],
+               bazel_version: str = "") -> StageSpec:
     """The deps layer over the python stage: one commit's build requirements
-    (builder.buildreqs), from the python stage's index."""
+    (builder.buildreqs), from the python stage's index; with a ``.bazelversion``,
+    also the pinned bazelisk that runs that Bazel (the version itself is given at
+    build time, so commits differing only there share the layer)."""
+    tc = config.toolchain
+    bazelisk = {}
+    if bazel_version:
+        bazelisk = {"url": f"{tc.npm_registry.rstrip('/')}/@bazel/bazelisk/-/bazelisk-{tc.bazelisk}.tgz",
+                    "version": tc.bazelisk, "sha512": tc.bazelisk_sha512}
     return StageSpec(
         name="deps",
         template="deps.Dockerfile.j2",
         context={"requirements": list(requirements), "sources": list(sources) or ["none"],
-                 "index_url": config.python.index_url, "pip_lock": []},
+                 "index_url": config.python.index_url, "pip_lock": [], "bazelisk": bazelisk},
     )
 
 

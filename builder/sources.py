@@ -83,8 +83,9 @@ def parse_submodule_status(text: str) -> dict[str, str]:
     return out
 
 
-def checkout(mirror: Path, url: str, sha: str, worktree: Path) -> SourceTree:
-    """Check ``sha`` out of ``mirror`` into ``worktree`` (reused between builds), clean."""
+def checkout(mirror: Path, url: str, sha: str, worktree: Path, submodules: bool = True) -> SourceTree:
+    """Check ``sha`` out of ``mirror`` into ``worktree`` (reused between builds), clean
+    (with its submodules, unless ``submodules`` is false)."""
     try:
         _git("cat-file", "-e", f"{sha}^{{commit}}", cwd=mirror, what="looking up the commit")
     except RefError:
@@ -97,6 +98,9 @@ def checkout(mirror: Path, url: str, sha: str, worktree: Path) -> SourceTree:
     _git("fetch", "--quiet", "--no-tags", str(mirror), sha, cwd=worktree, what=f"fetching {sha[:12]}")
     _git("checkout", "--quiet", "--force", "--detach", sha, cwd=worktree, what=f"checking out {sha[:12]}")
     _git("clean", "-ffdxq", cwd=worktree, what="git clean")
+    if not submodules:
+        commit_time = int(_git("show", "-s", "--format=%ct", sha, cwd=worktree).strip())
+        return SourceTree(path=worktree, url=url, sha=sha, commit_time=commit_time, submodules={})
     _git("submodule", "sync", "--recursive", cwd=worktree, what="git submodule sync")
     _git("submodule", "update", "--init", "--recursive", "--force", cwd=worktree,
          what="git submodule update --init --recursive")

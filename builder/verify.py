@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from builder import xla_layout
 from builder.buildreqs import read_build_requirements
 from builder.config import Config
 from builder.engine import Engine
@@ -167,10 +168,13 @@ def verify_wheel(engine: Engine, cfg: Config, index: DirectoryIndex, wheel: str,
                           "rebuild the stage images with `builder wheels --locked` (same packages) first")
     recipe = get_recipe(spec.recipe)
     mirror = update_mirror(Path(cfg.data_dir) / "mirrors", spec.source_url, spec.source_sha)
-    backend = read_build_requirements(mirror, spec.source_sha, spec.source_url).backend
-    ctx = replace(_context(spec, choose_jobs(jobs or cfg.build.jobs, cfg.build.memory_per_job_gib)), backend=backend)
+    requirements = read_build_requirements(mirror, spec.source_sha, spec.source_url)
+    ctx = replace(_context(spec, choose_jobs(jobs or cfg.build.jobs, cfg.build.memory_per_job_gib)),
+                  backend=requirements.backend, bazel_version=requirements.bazel_version,
+                  bazel_base_url=cfg.bazel.base_url)
     env = container_env(recipe, ctx)
-    key = wheel_key(recipe, spec.image_id, spec.source_sha, env, spec.torch_sha256, backend)
+    key = wheel_key(recipe, spec.image_id, spec.source_sha, env, spec.torch_sha256, ctx,
+                    requirements.requirements, spec.torch_source_sha)
     if key != spec.build_key:
         result.notes.append(f"the rebuild's key {key} differs from the recorded {spec.build_key} "
                             "(another builder version's recipe?)")
@@ -182,6 +186,7 @@ def verify_wheel(engine: Engine, cfg: Config, index: DirectoryIndex, wheel: str,
     scratch = Path(tempfile.mkdtemp(prefix="rebuild-", dir=scratch_root))
     try:
         scratch_index = DirectoryIndex(scratch / "index")
+        torch = None
         if spec.torch_sha256:
             torch = next((e for e in index.entries() if e.sha256 == spec.torch_sha256), None)
             if torch is None:
@@ -194,6 +199,11 @@ def verify_wheel(engine: Engine, cfg: Config, index: DirectoryIndex, wheel: str,
         mounts = prepare_ccache(engine, fresh, spec.image_tag, scratch_index.root, f"{volume}-bazel")
         note(f"{wheel}: checking out {spec.source_sha[:12]} into {scratch} ...")
         tree = checkout(mirror, spec.source_url, spec.source_sha, scratch / "src" / recipe.name)
+        torch_tree = None
+        if spec.torch_source_sha:  # an xla build: the same torch checkout, assembled again
+            torch_tree = xla_layout.assemble(Path(cfg.data_dir) / "mirrors", spec.torch_source_url,
+                                             spec.torch_source_sha, scratch_index.files_dir / torch.filename,
+                                             scratch / "src" / "torch-for-xla")
         user = build_user(cfg)
         if user and os.geteuid() == 0:
             give_tree_to(tree.path, user)  # the build writes build/ inside the source
@@ -203,7 +213,7 @@ def verify_wheel(engine: Engine, cfg: Config, index: DirectoryIndex, wheel: str,
             cfg.logs_dir / "verify" / f"{wheel}.log", network=cfg.build.network, user=user,
             nano_cpus=int(cfg.build.cpu_limit * 1e9) or None,
             mem_limit=f"{int(cfg.build.memory_limit_gib * 1024)}m" if cfg.build.memory_limit_gib else None,
-            torch_sha256=spec.torch_sha256, provenance=Provenance(ref="verify"))
+            torch_sha256=spec.torch_sha256, provenance=Provenance(ref="verify"), torch_tree=torch_tree)
         rebuilt = scratch_index.files_dir / outcome.filename
         result.rebuilt, result.rebuilt_name = outcome.sha256, outcome.filename
         if not result.ok:

@@ -13,7 +13,7 @@ import json
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -23,8 +23,8 @@ from builder.engine import ContainerSpec, Engine, Mount
 from builder.errors import BuildError
 from builder.index import DirectoryIndex
 from builder.manifest import Provenance, StepRecord, build_manifest
-from builder.normalize import normalize_wheel
-from builder.recipes.base import BAZEL_CACHE_MOUNT, INDEX_MOUNT, OUT_MOUNT, BuildContext, Recipe
+from builder.normalize import NORMALIZER_VERSION, normalize_wheel
+from builder.recipes.base import BAZEL_CACHE_MOUNT, INDEX_MOUNT, OUT_MOUNT, TORCH_CHECKOUT, BuildContext, Recipe
 from builder.sources import SourceTree
 
 HOME = "/tmp/builder-home"
@@ -61,17 +61,24 @@ def keyed_env(recipe: Recipe, env: dict[str, str]) -> dict[str, str]:
 
 
 def wheel_key(recipe: Recipe, image_id: str, source_sha: str, env: dict[str, str], torch_sha256: str = "",
-              backend: str = "") -> str:
-    """The step's content key. The submodule SHAs are gitlinks inside the commit's tree,
-    so the source SHA already fixes them (and, recursively, theirs): the key can be
+              ctx: BuildContext | None = None, requirements: tuple[str, ...] = (), torch_source: str = "") -> str:
+    """The step's content key: the image, the source, the keyed env, the torch wheel and
+    torch checkout an xla build uses, the whole container script (all but the remote
+    cache URL, which changes speed only), the wheel normalizer's version and the
+    commit's build requirements. The submodule SHAs are gitlinks inside the commit's
+    tree, so the source SHA already fixes them (and, recursively, theirs): the key can be
     computed before anything is checked out, which keeps a no-op rerun cheap."""
+    ctx = ctx or BuildContext(jobs=0, source_date_epoch=0)
     payload = {
         "recipe": recipe.name,
         "image": image_id,
         "source": source_sha,
         "env": keyed_env(recipe, env),
         "torch": torch_sha256,
-        "script": recipe.build_command(backend),
+        "torch_source": torch_source,
+        "script": recipe.script(replace(ctx, bazel_remote="", jobs=0)),
+        "normalizer": NORMALIZER_VERSION,
+        "requirements": list(requirements),
     }
     return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:32]
 
@@ -92,7 +99,7 @@ def run_step(engine: Engine, index: DirectoryIndex, recipe: Recipe, ctx: BuildCo
              key: str, image_tag: str, image_id: str, mounts: StepMounts, work_dir: Path, log_path: Path,
              network: str = "host", user: str | None = None, nano_cpus: int | None = None,
              mem_limit: str | None = None, torch_sha256: str = "",
-             provenance: Provenance | None = None) -> StepOutcome:
+             provenance: Provenance | None = None, torch_tree: SourceTree | None = None) -> StepOutcome:
     """Compile in a container and publish the wheel (the caller checked ``key`` is not built)."""
     env = {**container_env(recipe, ctx), **mounts.ccache_env}
     started_wall = time.time()
@@ -108,7 +115,9 @@ def run_step(engine: Engine, index: DirectoryIndex, recipe: Recipe, ctx: BuildCo
             mounts=[Mount(mounts.ccache, CCACHE_MOUNT, read_only=mounts.ccache_read_only),
                     Mount(mounts.bazel, BAZEL_CACHE_MOUNT),
                     Mount(str(tree.path), recipe.source_dir), Mount(str(out), OUT_MOUNT),
-                    Mount(str(index.root), INDEX_MOUNT, read_only=True)],
+                    Mount(str(index.root), INDEX_MOUNT, read_only=True),
+                    # pytorch/xla's layout: xla (above) inside the torch checkout (builder.xla_layout)
+                    *([Mount(str(torch_tree.path), TORCH_CHECKOUT, read_only=True)] if torch_tree else [])],
             workdir=recipe.source_dir, user=user, network=network, nano_cpus=nano_cpus, mem_limit=mem_limit,
             labels={"builder.step": recipe.name, "builder.key": key},
         )
@@ -132,7 +141,9 @@ def run_step(engine: Engine, index: DirectoryIndex, recipe: Recipe, ctx: BuildCo
             commit_time=tree.commit_time, source_date_epoch=ctx.source_date_epoch, image_tag=image_tag,
             image_id=image_id, env=keyed_env(recipe, env), jobs=ctx.jobs, started=started_wall,
             finished=time.time(), ccache=stats.as_dict(), builder_version=__version__, version=ctx.version,
-            torch_requirement=ctx.torch_requirement, torch_sha256=torch_sha256), provenance)
+            torch_requirement=ctx.torch_requirement, torch_sha256=torch_sha256,
+            torch_source_url=torch_tree.url if torch_tree else "",
+            torch_source_sha=torch_tree.sha if torch_tree else ""), provenance)
         added = index.add(wheels[0], manifest)
         entry = next(e for e in index.entries() if e.filename == added.filename)
         return StepOutcome(recipe.name, recipe.project, "built", added.filename, entry.version, added.sha256,

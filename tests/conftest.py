@@ -32,13 +32,31 @@ def run_builder(*args: str, config: Path | None = None, env: dict[str, str] | No
     return done
 
 
+_MIRROR: list = []
+
+
+def bazel_mirror_url() -> str:
+    """A Bazel release mirror on 127.0.0.1 serving the fake Bazel (builder.examples), one
+    per test process: bazelisk in the xla builds downloads the Bazel of fakexla's
+    .bazelversion from it, as it would from releases.bazel.build."""
+    if not _MIRROR:
+        import tempfile
+
+        from builder.examples import BazelMirror
+
+        _MIRROR.append(BazelMirror(Path(tempfile.mkdtemp(prefix="builder-bazel-mirror-"))))
+    return _MIRROR[0].url
+
+
 def write_config(path: Path, data_dir: Path, extra: str = "") -> Path:
     """A builder.toml for tests: the host's CA bundle (so pip in containers reaches PyPI
-    through this machine's TLS proxy), a private data dir, plus ``extra`` TOML."""
+    through this machine's TLS proxy), a private data dir, the test Bazel mirror, plus
+    ``extra`` TOML."""
     path.write_text(
         f'data_dir = "{data_dir}"\n'
         f"[base]\nimage = \"{BASE_TAG}\"\n"
-        f"[ca]\nextra_certificates = \"{HOST_CA}\"\n" + extra
+        f"[ca]\nextra_certificates = \"{HOST_CA}\"\n"
+        f"[bazel]\nbase_url = \"{bazel_mirror_url()}\"\n" + extra
     )
     return path
 

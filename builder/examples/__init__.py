@@ -243,3 +243,50 @@ def write_example_repos(dest: Path, branch: str = "main") -> dict[str, Path]:
             repos[name] = write_example_repo(name, dest / name, branch=branch,
                                              torch_commit=torch_sha if name == "fakexla" else None)
     return repos
+
+
+# ------------------------------------------------------------------ a Bazel mirror
+
+BAZEL_VERSION = "7.4.1"  # fakexla's .bazelversion, as pytorch/xla's (master 41398bf)
+
+
+def write_bazel_mirror(root: Path, version: str = BAZEL_VERSION) -> Path:
+    """A directory laid out as bazelisk's BAZELISK_BASE_URL expects
+    (``<root>/<version>/bazel-<version>-linux-x86_64``), holding the fake Bazel."""
+    dest = Path(root) / version / f"bazel-{version}-linux-x86_64"
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    shutil.copyfile(Path(__file__).resolve().parent / "fake_bazel.py", dest)
+    dest.chmod(0o755)
+    return Path(root)
+
+
+class BazelMirror:
+    """The mirror served over HTTP on 127.0.0.1 (bazelisk downloads only over HTTP(S)),
+    from a daemon thread: ``url`` is what [bazel] base_url takes."""
+
+    def __init__(self, root: Path) -> None:
+        import functools
+        import http.server
+        import threading
+
+        write_bazel_mirror(root)
+
+        class Quiet(http.server.SimpleHTTPRequestHandler):
+            def log_message(self, *args: object) -> None:
+                pass
+
+        handler = functools.partial(Quiet, directory=str(root))
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        self.thread = threading.Thread(target=self.server.serve_forever, name="bazel-mirror", daemon=True)
+        self.thread.start()
+
+    def close(self) -> None:
+        self.server.shutdown()
+        self.server.server_close()
+
+    def __enter__(self) -> BazelMirror:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

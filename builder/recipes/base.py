@@ -10,6 +10,7 @@ from builder.ccache import CCACHE_MOUNT, SOURCE_ROOT
 INDEX_MOUNT = "/index"
 OUT_MOUNT = "/out"
 BAZEL_CACHE_MOUNT = "/bazel-cache"
+TORCH_CHECKOUT = "/src/pytorch"  # the torch checkout torch_xla builds inside (pytorch/xla's layout)
 
 
 @dataclass(frozen=True)
@@ -24,6 +25,8 @@ class BuildContext:
     cache_silo: str = "builder"
     extra_env: dict[str, str] = field(default_factory=dict)
     backend: str = ""  # the commit's PEP 517 build backend (builder.buildreqs)
+    bazel_version: str = ""  # the commit's .bazelversion (bazelisk runs that Bazel)
+    bazel_base_url: str = ""  # BAZELISK_BASE_URL: a mirror of Bazel releases
 
 
 class Recipe:
@@ -95,5 +98,5 @@ def pip_from_local_index(*requirements: str, target_home_dir: str = "") -> str:
             + " ".join(shlex.quote(r) for r in requirements))
 
 
-__all__ = ["BuildContext", "Recipe", "CCACHE_MOUNT", "INDEX_MOUNT", "OUT_MOUNT", "BAZEL_CACHE_MOUNT",
+__all__ = ["BuildContext", "Recipe", "CCACHE_MOUNT", "INDEX_MOUNT", "OUT_MOUNT", "BAZEL_CACHE_MOUNT", "TORCH_CHECKOUT",
            "pip_from_local_index"]

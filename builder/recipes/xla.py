@@ -1,20 +1,33 @@
-"""PyTorch/XLA: built against the torch wheel from the local index, Bazel caches wired in.
+"""PyTorch/XLA, built the way pytorch/xla's CI builds it.
 
-Followed: pytorch/xla ``setup.py`` and ``build_util.py``: ``bazel_options_from_env()``
-reads BAZEL_JOBS (-> --jobs), BAZEL_REMOTE_CACHE (-> --config=remote_cache), SILO_NAME
-(-> --remote_default_exec_properties=cache-silo-key=...), XLA_CUDA, DEBUG, TPUVM_MODE;
-the version comes from TORCH_XLA_VERSION (+git<sha> unless GIT_VERSIONED_XLA_BUILD=0),
-and C++ tests from BUILD_CPP_TESTS. setup.py runs plain ``bazel build``, which reads the
-user's ``~/.bazelrc``: that is where builder puts ``--disk_cache`` (a volume) and an
-optional ``--remote_cache=http://...`` (upstream's remote_cache config names its own GCS
-bucket, so it is not reused). Upstream builds XLA with clang.
+Followed (pytorch/xla master 41398bf, April 2026):
+- layout: xla is checked out at ``pytorch/xla`` inside a torch checkout; WORKSPACE takes
+  torch from ``PYTORCH_LOCAL_DIR = "../"`` (bazel/dependencies.bzl) and bazel/torch.BUILD
+  reads torch/include/**, build/lib/libtorch*.so and aten/.../native_functions.yaml there.
+  builder assembles that checkout from the torch wheel and the torch source at its SHA
+  (builder.xla_layout), so torch is never recompiled for xla.
+- Bazel: bazelisk (the deps layer, as .circleci/common.sh installs it) runs the Bazel of
+  ``.bazelversion`` (USE_BAZEL_VERSION); BAZELISK_HOME keeps the download on the Bazel
+  cache volume; BAZELISK_BASE_URL points at a mirror when one is configured.
+- ``build_util.py``'s ``bazel_options_from_env()``: BAZEL_JOBS (--jobs), SILO_NAME
+  (cache-silo-key), BAZEL_DISK_CACHE_PATH (--disk_cache, pytorch/xla#9695), DEBUG,
+  TPUVM_MODE, BAZEL_REMOTE_CACHE; the version from TORCH_XLA_VERSION (+git<sha> unless
+  GIT_VERSIONED_XLA_BUILD=0); C++ tests from BUILD_CPP_TESTS. XLA_CUDA is gone (#9582).
+- the compiler is .bazelrc's (``build --action_env=CC=gcc``): builder sets no CC/CXX,
+  which Bazel would not read anyway under --incompatible_strict_action_env.
+- an HTTP remote cache has no knob upstream (its remote_cache config names Google's
+  grpcs:// service): that one line goes to ``~/.bazelrc``.
+- Bazel needs a user name ($USER, bazelbuild/bazel#16500): set for any uid.
 """
 
 from __future__ import annotations
 
 import shlex
 
-from builder.recipes.base import BAZEL_CACHE_MOUNT, BuildContext, Recipe, pip_from_local_index
+from builder.recipes.base import BAZEL_CACHE_MOUNT, TORCH_CHECKOUT, BuildContext, Recipe, pip_from_local_index
+
+BAZEL_DISK_CACHE = f"{BAZEL_CACHE_MOUNT}/disk"
+BAZELISK_HOME = f"{BAZEL_CACHE_MOUNT}/bazelisk"
 
 
 class XlaRecipe(Recipe):
@@ -23,34 +36,46 @@ class XlaRecipe(Recipe):
     repo_key = "xla"
     import_name = "torch_xla"
 
+    @property
+    def source_dir(self) -> str:
+        return f"{TORCH_CHECKOUT}/xla"
+
     def env(self, ctx: BuildContext) -> dict[str, str]:
         env = {
-            "MAX_JOBS": str(ctx.jobs),
             "BAZEL_JOBS": str(ctx.jobs),
             "BUILD_CPP_TESTS": "0",
-            "XLA_CUDA": "0",
             "SILO_NAME": ctx.cache_silo,
-            "CC": "clang",
-            "CXX": "clang++",
+            "BAZEL_DISK_CACHE_PATH": BAZEL_DISK_CACHE,
+            "USER": "builder",
             "SOURCE_DATE_EPOCH": str(ctx.source_date_epoch),
         }
+        if ctx.bazel_version:
+            env["USE_BAZEL_VERSION"] = ctx.bazel_version
+            env["BAZELISK_HOME"] = BAZELISK_HOME
+        if ctx.bazel_base_url:
+            env["BAZELISK_BASE_URL"] = ctx.bazel_base_url
         if ctx.version:
             env["TORCH_XLA_VERSION"] = ctx.version
             env["GIT_VERSIONED_XLA_BUILD"] = "0"
         env.update(ctx.extra_env)
         return env
 
+    def unkeyed_env(self) -> set[str]:
+        # Where caches and the Bazel download live and who runs the build: speed, not output.
+        return super().unkeyed_env() | {"BAZEL_DISK_CACHE_PATH", "BAZELISK_HOME", "USER"}
+
     def bazelrc(self, ctx: BuildContext) -> str:
-        lines = [f"build --disk_cache={BAZEL_CACHE_MOUNT}"]
-        if ctx.bazel_remote:
-            # Upstream's .bazelrc sets --noremote_upload_local_results; without turning it
-            # back on, the shared cache would be read but never filled.
-            lines.append(f"build --remote_cache={ctx.bazel_remote}")
-            lines.append("build --remote_upload_local_results")
-        return "\n".join(lines) + "\n"
+        if not ctx.bazel_remote:
+            return ""
+        # Upstream's .bazelrc sets --noremote_upload_local_results; without turning it
+        # back on, the shared cache would be read but never filled.
+        return f"build --remote_cache={ctx.bazel_remote}\nbuild --remote_upload_local_results\n"
 
     def prepare_lines(self, ctx: BuildContext) -> list[str]:
-        lines = [f'printf %s {shlex.quote(self.bazelrc(ctx))} > "$HOME/.bazelrc"']
+        lines = [f"mkdir -p {BAZEL_DISK_CACHE} {BAZELISK_HOME}"]
+        rc = self.bazelrc(ctx)
+        if rc:
+            lines.append(f'printf %s {shlex.quote(rc)} > "$HOME/.bazelrc"')
         if ctx.torch_requirement:
             # --target: works for any uid (the venv belongs to root); setup.py then finds it.
             lines.append(pip_from_local_index(ctx.torch_requirement, target_home_dir="site"))

@@ -31,14 +31,16 @@ def listed(recipe: str, kind: str) -> set[str]:
 
 def full_context() -> BuildContext:
     # Every optional knob switched on (a version), so every variable a recipe can set shows.
-    return BuildContext(jobs=2, source_date_epoch=1, version="9.9.9", torch_requirement="torch==9.9.9")
+    return BuildContext(jobs=2, source_date_epoch=1, version="9.9.9", torch_requirement="torch==9.9.9",
+                        bazel_version="7.4.1", bazel_base_url="http://127.0.0.1:9/bazel")
 
 
 def test_every_row_names_its_upstream_source():
     assert rows(), "the table has no rows"
     for recipe, kind, name, source in rows():
-        assert kind in {"env", "command", "file", "version"}, (recipe, kind)
-        assert re.search(r"pytorch|CMake|scikit-build|reproducible|fixture", source), (recipe, name, source)
+        assert kind in {"env", "command", "file", "version", "layout"}, (recipe, kind)
+        assert re.search(r"pytorch|CMake|scikit-build|reproducible|fixture|bazelisk|Bazel", source), \
+            (recipe, name, source)
 
 
 @pytest.mark.parametrize("name", sorted(RECIPES))
@@ -84,3 +86,15 @@ def test_fixture_minimums_match_the_table():
     assert {"CMake >= 3.27", "GCC >= 9.3", "scikit-build-core >= 1.0"} <= versions
     backend, requires = buildreqs.parse_pyproject((example_dir("faketorch") / "pyproject.toml").read_text(), "x")
     assert backend == "scikit_build_core.build" and "scikit-build-core>=1.0" in requires
+
+
+def test_xla_fixture_has_upstreams_layout_and_cites_it():
+    root = example_dir("fakexla")
+    names = listed("xla", "layout")
+    assert {"WORKSPACE", "bazel/torch.BUILD", ".bazelrc", ".bazelversion"} <= names
+    for name in names - {".torch_commit"}:  # .torch_commit is written with the torch SHA (examples)
+        path = root / name.replace(".bazel", "dot-bazel", 1) if name.startswith(".") else root / name
+        text = path.read_text()
+        assert name == ".bazelversion" or "pytorch/xla" in text, f"fakexla/{name} does not cite upstream"
+    assert "PYTORCH_LOCAL_DIR = \"../\"" in (root / "bazel" / "dependencies.bzl").read_text()
+    assert "build --action_env=CC=gcc" in (root / "dot-bazelrc").read_text()

@@ -61,10 +61,13 @@ def bazel_options_from_env(
     # Build configuration.
     if check_env_flag("BAZEL_VERBOSE", env=env):
         bazel_flags.append("-s")
-    if check_env_flag("XLA_CUDA", env=env):
-        bazel_flags.append("--config=cuda")
     if check_env_flag("XLA_CPU_USE_ACL", env=env):
         bazel_flags.append("--config=acl")
+
+    # Since pytorch/xla#9695: a disk cache from the environment (XLA_CUDA is gone, #9582).
+    disk_cache = env.get("BAZEL_DISK_CACHE_PATH")
+    if disk_cache is not None:
+        bazel_flags.append(f"--disk_cache={disk_cache}")
 
     return bazel_flags
 

@@ -1,9 +1,9 @@
 # fakexla: a small stand-in for the pytorch/xla source tree, close enough that
-# builder's XLA recipe runs on it unchanged (`python setup.py bdist_wheel` or
-# `pip wheel --no-build-isolation .`, with torch already installed).
+# builder's XLA recipe runs on it unchanged (`python -m build --wheel --no-isolation`
+# with torch installed), checked out at pytorch/xla inside a torch checkout.
 #
 # Environment variables read, as upstream's setup.py and build_util.py
-# (github.com/pytorch/xla, read at commits bd56447 / b834e49 / 47d6ea1):
+# (github.com/pytorch/xla master 41398bf, April 2026):
 #
 #   DEBUG                    --config=dbg
 #   TPUVM_MODE               --config=tpu
@@ -12,8 +12,8 @@
 #   SILO_NAME                --remote_default_exec_properties=cache-silo-key=NAME (default 'dev')
 #   BAZEL_JOBS               --jobs=N
 #   BAZEL_VERBOSE            -s
-#   XLA_CUDA                 --config=cuda (an error here: this fixture has no CUDA)
 #   XLA_CPU_USE_ACL          --config=acl
+#   BAZEL_DISK_CACHE_PATH    --disk_cache=PATH (pytorch/xla#9695)
 #   BUILD_CPP_TESTS          also build the //:cpp_tests target (default 0)
 #   CXX_ABI                  --cxxopt=-D_GLIBCXX_USE_CXX11_ABI=N (default: torch._C._GLIBCXX_USE_CXX11_ABI)
 #   TORCH_XLA_VERSION        version (default 2.99.0), plus '+git<sha7>' unless
@@ -21,22 +21,20 @@
 #   TORCH_XLA_PACKAGE_NAME   distribution name (default torch_xla)
 #   BUNDLE_LIBTPU            an error here (upstream downloads libtpu)
 #
-# No environment variable adds arbitrary Bazel options (upstream has none
-# either): a disk cache (--disk_cache=DIR) or an HTTP cache
-# (--remote_cache=http://...) comes from an rc file -- $HOME/.bazelrc,
-# /etc/bazel.bazelrc or .bazelrc.user in this directory -- see fake_bazel.py.
+# setup.py runs `bazel build //:_XLAC.so ...` (the bazel on PATH: bazelisk, which runs
+# the Bazel of .bazelversion); the compiler comes from .bazelrc's --action_env (gcc),
+# torch from ../ (WORKSPACE, bazel/torch.BUILD). An HTTP cache (--remote_cache=http://...)
+# has no environment knob upstream: it comes from an rc file ($HOME/.bazelrc,
+# /etc/bazel.bazelrc or .bazelrc.user here).
 #
 # The options that reached the build are written to torch_xla/bazel_options.txt
 # in the wheel.
 
 import os
 import posixpath
-import shlex
 import shutil
 import subprocess
 import sys
-import sysconfig
-from pathlib import Path
 
 import requests  # noqa: F401 - as upstream's setup.py (it downloads libtpu with it): a build requirement
 from setuptools import Extension, find_packages, setup
@@ -46,10 +44,6 @@ BASE_DIR = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, BASE_DIR)
 
 import build_util  # noqa: E402
-import fake_bazel  # noqa: E402
-
-# Where the fake Bazel keeps outputs and external/ links (relative to BASE_DIR).
-OUTPUT_BASE = Path("build") / "fake-bazel"
 
 
 def get_git_head_sha(base_dir):
@@ -92,23 +86,6 @@ def check_unsupported_env():
         raise SystemExit("BUNDLE_LIBTPU is set, but this fixture has no libtpu to bundle")
 
 
-def import_torch():
-    try:
-        import torch
-    except ImportError as e:
-        raise SystemExit(
-            f"fakexla builds against an installed torch, and `import torch` failed: {e}\n"
-            "Install the faketorch wheel first and build without isolation "
-            "(pip wheel --no-build-isolation . / python setup.py bdist_wheel)."
-        ) from e
-    if not hasattr(torch, "include_dir"):
-        raise SystemExit(
-            f"the installed torch ({getattr(torch, '__file__', '?')}) is not faketorch: "
-            "fakexla needs torch.include_dir() and torch.lib_dir()"
-        )
-    return torch
-
-
 class BazelExtension(Extension):
     """A C/C++ extension that is defined as a Bazel BUILD target (as upstream)."""
 
@@ -122,144 +99,51 @@ class BazelExtension(Extension):
 
 
 class BuildBazelExtension(build_ext.build_ext):
-    """Computes the Bazel command line as upstream does, then runs the fake Bazel."""
+    """A command that runs Bazel to build a C/C++ extension: upstream's
+    BuildBazelExtension.build_extension (setup.py, master 41398bf), step for step."""
 
-    def run(self):
-        for ext in self.extensions:
-            try:
-                self.bazel_build(ext)
-            except fake_bazel.FakeBazelError as e:
-                raise SystemExit(f"ERROR: {e}") from e
-        # Nothing left for setuptools to compile: every extension has sources=[].
+    def build_extension(self, ext):
+        if not isinstance(ext, BazelExtension):
+            super().build_extension(ext)
+            return
 
-    def bazel_argv(self, ext, torch):
-        argv = ["build", ext.bazel_target]
+        # 1. Ensure the temporary build directory exists
+        os.makedirs(self.build_temp, exist_ok=True)
+
+        # 2. Prepare the Bazel command
+        bazel_argv = [
+            "bazel", "build", ext.bazel_target,
+            f"--symlink_prefix={os.path.join(self.build_temp, 'bazel-')}",
+        ]
         if build_util.check_env_flag("BUILD_CPP_TESTS", default="0"):
-            argv.append("//:cpp_tests")
-        cxx_abi = os.getenv("CXX_ABI") or getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", None)
-        if cxx_abi is not None:
-            argv.append(f"--cxxopt=-D_GLIBCXX_USE_CXX11_ABI={int(cxx_abi)}")
-        argv.extend(build_util.bazel_options_from_env())
-        return argv
+            bazel_argv.append("//:cpp_tests")
 
-    def bazel_build(self, ext):
-        torch = import_torch()
-        workspace = Path(BASE_DIR)
-        argv = self.bazel_argv(ext, torch)
-        print("bazel " + shlex.join(argv), flush=True)
+        cxx_abi = os.getenv("CXX_ABI")
+        if cxx_abi is None:
+            try:
+                import torch
 
-        rcs = fake_bazel.rc_files(workspace, os.environ.get("HOME"))
-        rc_entries = []
-        for rc in rcs:
-            rc_entries += fake_bazel.read_rc(rc, workspace, optional=True)
-        targets = [a for a in argv[1:] if a.startswith("//")]
-        options = fake_bazel.expand_options(rc_entries, [a for a in argv[1:] if not a.startswith("//")])
-        settings = fake_bazel.settings_from_options(options)
-        if "xla_cuda" in settings.defines:
-            raise SystemExit("--config=cuda (XLA_CUDA) requested, but this fixture has no CUDA")
-        for line in options:
-            print(f"INFO: option: {line}", flush=True)
+                cxx_abi = getattr(torch._C, "_GLIBCXX_USE_CXX11_ABI", None)
+            except ImportError:
+                pass
+        if cxx_abi is None:
+            cxx_abi = "1"  # upstream: the C++11 ABI, the default since PyTorch 2.7
+        bazel_argv.append(f"--cxxopt=-D_GLIBCXX_USE_CXX11_ABI={int(cxx_abi)}")
 
-        cxx, toolchain = fake_bazel.compiler()
-        executor = fake_bazel.Executor(workspace, settings, toolchain)
-        out_base = workspace / OUTPUT_BASE
-        torch_ext = fake_bazel.link_external(workspace, out_base, "torch", os.path.dirname(torch.__file__))
-        py_ext = fake_bazel.link_external(workspace, out_base, "python", sysconfig.get_paths()["include"])
-        headers = (
-            fake_bazel.headers_under(workspace, Path("torch_xla"))
-            + fake_bazel.headers_under(workspace, torch_ext / "include")
-            + fake_bazel.headers_under(workspace, py_ext)
-        )
-        cflags = (
-            ["-std=c++17", "-fPIC", "-fvisibility=hidden", "-I.", f"-I{torch_ext}/include", f"-I{py_ext}"]
-            + fake_bazel.mode_flags(settings.compilation_mode)
-            + settings.copts
-            + settings.cxxopts
-        )
-        bin_dir = OUTPUT_BASE / "bin"
+        bazel_argv.extend(build_util.bazel_options_from_env())
 
-        sources = sorted(p.relative_to(workspace) for p in (workspace / "torch_xla" / "csrc").glob("*.cpp"))
-        compiles = [
-            fake_bazel.Action(
-                [*cxx, *cflags, "-c", str(src), "-o", str(bin_dir / src.with_suffix(".o"))],
-                [src, *headers],
-                bin_dir / src.with_suffix(".o"),
-                f"Compiling {src}",
-            )
-            for src in sources
-        ]
-        if "//:cpp_tests" in targets:
-            test_src = Path("test/cpp/test_xla.cpp")
-            compiles.append(
-                fake_bazel.Action(
-                    [*cxx, *cflags, "-c", str(test_src), "-o", str(bin_dir / test_src.with_suffix(".o"))],
-                    [test_src, *headers],
-                    bin_dir / test_src.with_suffix(".o"),
-                    f"Compiling {test_src}",
-                )
-            )
-        executor.run_all(compiles)
+        # 3. Run the Bazel build (the `bazel` on PATH: bazelisk, as upstream's CI installs it)
+        self.spawn(bazel_argv)
 
-        libtorch = torch_ext / "lib" / "libtorch_cpu.so"
-        objs = [a.output for a in compiles if a.output.parent != bin_dir / "test" / "cpp"]
-        link_flags = [f"-L{torch_ext}/lib", "-ltorch_cpu", "-Wl,-rpath,$ORIGIN/torch/lib", *settings.linkopts]
-        so = bin_dir / ext.relpath / ext.target_name
-        links = [
-            fake_bazel.Action(
-                [*cxx, "-shared", "-o", str(so), *map(str, objs), *link_flags],
-                [*objs, libtorch],
-                so,
-                f"Linking {ext.bazel_target}",
-            )
-        ]
-        if "//:cpp_tests" in targets:
-            test_bin = bin_dir / "test" / "cpp" / "test_xla"
-            lib_objs = [o for o in objs if o.stem not in ("init_python_bindings",)]
-            test_obj = bin_dir / "test" / "cpp" / "test_xla.o"
-            links.append(
-                fake_bazel.Action(
-                    [
-                        *cxx,
-                        "-o",
-                        str(test_bin),
-                        str(test_obj),
-                        *map(str, lib_objs),
-                        f"-L{torch_ext}/lib",
-                        "-ltorch_cpu",
-                        "-Wl,-rpath,$ORIGIN/../../../external/torch/lib",
-                    ],
-                    [test_obj, *lib_objs, libtorch],
-                    test_bin,
-                    "Linking //:cpp_tests",
-                )
-            )
-        executor.run_all(links)
-        print(executor.summary(), flush=True)
-
+        # 4. Copy the output file to the location setuptools expects
+        bazel_bin = os.path.join(self.build_temp, "bazel-bin")
         ext_dest_path = self.get_ext_fullpath(ext.name)
         os.makedirs(os.path.dirname(ext_dest_path), exist_ok=True)
-        shutil.copyfile(workspace / so, ext_dest_path)
-        self.write_options(os.path.dirname(ext_dest_path), argv, rcs, options, workspace)
-
-    @staticmethod
-    def write_options(dest_root, argv, rcs, options, workspace):
-        """torch_xla/bazel_options.txt: '#' lines describe, the others are the
-        effective options (rc files, then the command line; --config expanded)."""
-        home = os.environ.get("HOME", "")
-        lines = [
-            "# Written by fakexla's setup.py: what reached the (fake) Bazel build.",
-            f"# command: bazel {shlex.join(argv)}",
-        ]
-        for rc in rcs:
-            shown = str(rc).replace(str(workspace), "%workspace%")
-            if home:
-                shown = shown.replace(home, "~", 1) if shown.startswith(home) else shown
-            lines.append(f"# rc: {shown}{'' if rc.is_file() else ' (absent)'}")
-        lines += options
-        path = os.path.join(dest_root, "torch_xla", "bazel_options.txt")
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        with open(path, "w") as f:
-            f.write("\n".join(lines) + "\n")
+        shutil.copyfile(os.path.join(bazel_bin, ext.relpath, ext.target_name), ext_dest_path)
+        # fakexla only: ship the options the (fake) Bazel saw, for builder's tests.
+        options = os.path.join(os.path.dirname(ext_dest_path), "torch_xla", "bazel_options.txt")
+        os.makedirs(os.path.dirname(options), exist_ok=True)
+        shutil.copyfile(os.path.join(bazel_bin, "bazel_options.txt"), options)
 
 
 def _get_build_mode():
