@@ -32,7 +32,7 @@ from builder.index import DirectoryIndex, Entry
 from builder.index_deps import fetch_dependencies
 from builder.manifest import PROVENANCE_TOOLS, ImageRef, Provenance
 from builder.pairing import check_config, check_pair
-from builder.pins import plan_pair, unpinned_xla_version
+from builder.pins import plan_pair, torch_source_version, unpinned_xla_version
 from builder.plan import deps_stage, image_stages
 from builder.recipes import BuildContext, get_recipe
 from builder.recipes.base import INDEX_MOUNT, Recipe, pip_from_local_index
@@ -98,7 +98,14 @@ def plan_targets(cfg: Config, request: Request) -> list[Target]:
             raise ConfigError(f"--xla {request.xla} is a prebuilt version: name its torch with --torch")
         if is_version(request.torch):
             check_pair(request.torch, request.xla)  # refused before anything is resolved, fetched or built
-        return [torch_target(torch_repo, request.torch), Target("xla", version=request.xla)]
+            return [torch_target(torch_repo, request.torch), Target("xla", version=request.xla)]
+        torch = torch_target(torch_repo, request.torch)
+        assert torch.ref is not None
+        # a torch built from source: its version.txt (read from the mirror, no checkout) must pair
+        source = request.torch_version or torch_source_version(Path(cfg.data_dir) / "mirrors", torch.ref)
+        if source:
+            check_pair(source, request.xla, f"torch {request.torch} ({torch.ref.sha[:12]}, version {source})")
+        return [torch, Target("xla", version=request.xla)]
     if request.xla is None:
         assert request.torch is not None
         return [torch_target(torch_repo, request.torch)]
@@ -383,13 +390,15 @@ def explain_failure(exc: BuildError, log_path: Path, recipe: Recipe, ref: Resolv
 
 def bazel_download_hint(log_text: str, requirements: BuildRequirements | None, cfg: Config | None) -> str | None:
     """bazelisk's "could not download Bazel" as one line: which Bazel, from where, and the setting."""
-    match = re.search(r"could not download Bazel: .*?(https?://\S+?)(?:[\s:]|\.\.\.|$)", log_text)
+    match = re.search(r"could not download Bazel:(.*)", log_text)
     if match is None:
         return None
+    url = re.search(r"(?:HTTP GET |Get \")(https?://[^\s\"]+)", match.group(1))
     version = requirements.bazel_version if requirements and requirements.bazel_version else "?"
     configured = cfg.bazel.base_url if cfg else ""
-    return (f"bazelisk could not download Bazel {version} (the commit's .bazelversion) from {match.group(1)}; "
-            + (f"check the mirror [bazel] base_url = {configured!r} serves {version}/bazel-{version}-linux-x86_64"
+    return (f"bazelisk could not download Bazel {version} (the commit's .bazelversion)"
+            + (f" from {url.group(1)}" if url else "") + "; "
+            + (f"check that the mirror [bazel] base_url = {configured!r} serves {version}/bazel-{version}-linux-x86_64"
                if configured else "give the build network access to releases.bazel.build, or set [bazel] base_url "
                "to a mirror of Bazel releases"))
 

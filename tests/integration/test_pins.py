@@ -70,3 +70,16 @@ def test_prebuilt_torch_past_the_last_xla_release_is_refused_naming_it(repos):
     assert done.stderr.strip() == ("error: torch_xla 2.9.0 is built for torch 2.9.*, not torch 2.10.0; use torch "
                                    "2.9.0 (e.g. --torch 2.9.0); torch_xla 2.9.0 is the last release (none exists "
                                    "for torch 2.10)")
+
+
+def test_source_torch_with_a_prebuilt_xla_version_is_paired_at_plan_time(repos):
+    """--torch REF --xla VERSION: torch's version.txt is read from the mirror before any
+    build, so an unpaired torch_xla version is refused before torch compiles."""
+    version = (repos["faketorch"] / "version.txt").read_text().strip()
+    sha = head(repos["faketorch"])
+    done = run_builder("wheels", "--torch", "main", "--xla", "2.9.0", "--dry-run", config=repos["cfg"])
+    assert done.returncode != 0, done.stderr
+    assert done.stderr.strip().startswith(
+        f"error: torch main ({sha[:12]}, version {version}): torch_xla 2.9.0 is built for torch 2.9.*, "
+        f"not torch {version}; use torch 2.9.0"), done.stderr
+    assert not (repos["cfg"].parent / "data" / "index").exists()  # nothing fetched or built

@@ -172,6 +172,6 @@ def test_one_http_cache_backs_ccache_and_bazel(team, first, http_cache):
     assert xla["status"] == "built"
     with zipfile.ZipFile(team["root"] / "erin" / "index" / "files" / xla["filename"]) as wheel:
         options = wheel.read("torch_xla/bazel_options.txt").decode()
-    assert f"--remote_cache={url}/bazel" in options and "--disk_cache=/bazel-cache" in options
+    assert f"--remote_cache={url}/bazel" in options and "--disk_cache=/bazel-cache/disk" in options
     assert list((http_cache["data"] / "bazel" / "ac").iterdir())
     assert list((http_cache["data"] / "bazel" / "cas").iterdir())
