@@ -35,7 +35,8 @@ from builder.pairing import check_config, check_pair
 from builder.pins import plan_pair, torch_source_version, unpinned_xla_version
 from builder.plan import deps_stage, image_stages
 from builder.recipes import BuildContext, get_recipe
-from builder.recipes.base import INDEX_MOUNT, Recipe, pip_from_local_index
+from builder.recipes.base import BAZEL_CACHE_MOUNT, INDEX_MOUNT, Recipe, pip_from_local_index
+from builder.recipes.xla import BAZEL_DISK_CACHE, BAZELISK_HOME
 from builder.refs import ResolvedRef, is_version, resolve_ref
 from builder.resources import choose_jobs, free_disk_gib
 from builder.sources import checkout, commit_time, update_mirror
@@ -214,8 +215,21 @@ def ensure_location(engine: Engine, location: CacheLocation) -> CacheLocation:
     return location
 
 
-def prepare_bazel_cache(engine: Engine, cfg: Config) -> str:
-    return ensure_location(engine, parse_location(cfg.cache.bazel, "cache.bazel")).docker_source
+def prepare_bazel_cache(engine: Engine, cfg: Config, image: str = "") -> str:
+    """The Bazel cache location; with ``image``, its disk-cache and bazelisk dirs made in a
+    volume (by root), everything in it writable for any build uid (as the ccache volume is
+    for the build group): only entries not yet so are changed, so a warm cache costs a walk."""
+    location = ensure_location(engine, parse_location(cfg.cache.bazel, "cache.bazel"))
+    if image and location.kind == "volume":
+        dirs = f"{BAZEL_CACHE_MOUNT} {BAZEL_DISK_CACHE} {BAZELISK_HOME}"
+        # what an earlier build (another uid) left: readable and writable for the next one
+        share = f"mkdir -p {dirs} && find {BAZEL_CACHE_MOUNT} ! -type l ! -perm -0666 -exec chmod a+rwX {{}} +"
+        result = engine.run(ContainerSpec(image=image, command=["sh", "-c", share],
+                                          mounts=[Mount(location.docker_source, BAZEL_CACHE_MOUNT)], network="none",
+                                          user="0:0"))
+        if result.exit_code != 0:
+            raise BuildError(f"cannot prepare the Bazel cache {location.describe()}: {result.output.strip()}")
+    return location.docker_source
 
 
 def smoke_check(engine: Engine, index: DirectoryIndex, image: str, outcomes: list[StepOutcome],
@@ -340,7 +354,8 @@ def _build_target(engine: Engine, cfg: Config, index: DirectoryIndex, recipe: Re
     if reused is not None:
         return reused
     check_disk(Path(cfg.data_dir), cfg.build.min_free_disk_gib)
-    mounts = prepare_ccache(engine, cfg, stage.tag, index.root, prepare_bazel_cache(engine, cfg))
+    mounts = prepare_ccache(engine, cfg, stage.tag, index.root,
+                            prepare_bazel_cache(engine, cfg, stage.tag if recipe.name == "xla" else ""))
     note(f"{recipe.project}: {ref.ref} = {ref.sha[:12]}, checking out ...")
     tree = checkout(mirror, ref.url, ref.sha, Path(cfg.data_dir) / "src" / recipe.name)
     torch_tree = None

@@ -66,7 +66,7 @@ def test_xla_alone_builds_the_pinned_torch_then_xla_inside_its_checkout(env, fir
     with zipfile.ZipFile(index / "files" / built["xla"]["filename"]) as wheel:
         options = wheel.read("torch_xla/bazel_options.txt").decode()
         version_py = wheel.read("torch_xla/version.py").decode()
-    assert "# compiler: gcc (Debian 12.2.0" in options  # .bazelrc's --action_env=CC=gcc, not $CC
+    assert "# compiler: gcc gcc (Debian 12.2.0" in options  # .bazelrc's --action_env=CC=gcc, not $CC
     assert "--disk_cache=/bazel-cache/disk" in options  # BAZEL_DISK_CACHE_PATH (pytorch/xla#9695)
     # xla saw torch at ../ (WORKSPACE's PYTORCH_LOCAL_DIR): the checkout at the pinned commit
     assert f"__torch_gitrev__ = '{env['pinned']}'" in version_py
@@ -87,10 +87,16 @@ def test_only_xla_changed_rebuilds_xla_and_reuses_the_torch_built_earlier(env, f
     assert "torch: building" not in stderr  # no torch compile step ran
 
 
-def test_prebuilt_torch_wheel_in_the_index_is_not_recompiled(env, first):
+@pytest.fixture(scope="module")
+def prebuilt(env, first):
+    """The torch wheel built first, imported into a second data dir's index: a prebuilt torch."""
     torch_wheel = env["root"] / "data" / "index" / "files" / first[0]["torch"]["filename"]
-    run_builder("index", "add", "--no-deps", str(torch_wheel), config=env["prebuilt"], check=True)
-    built, stderr = wheels(env["prebuilt"], "--torch", first[0]["torch"]["version"], "--xla", "main")
+    run_builder("index", "add", str(torch_wheel), config=env["prebuilt"], check=True)  # with its dependencies
+    return first[0]["torch"]["version"]
+
+
+def test_prebuilt_torch_wheel_in_the_index_is_not_recompiled(env, prebuilt):
+    built, stderr = wheels(env["prebuilt"], "--torch", prebuilt, "--xla", "main")
     assert built["torch"]["status"] == "prebuilt"
     assert built["xla"]["status"] == "built"
     assert "torch: building" not in stderr
@@ -98,11 +104,11 @@ def test_prebuilt_torch_wheel_in_the_index_is_not_recompiled(env, first):
     assert torch_source(env["root"] / "data-prebuilt" / "index", built["xla"]["filename"]) == env["pinned"]
 
 
-def test_bazel_that_cannot_be_downloaded_is_one_clear_line(env, first):
+def test_bazel_that_cannot_be_downloaded_is_one_clear_line(env, prebuilt):
     dead = "http://127.0.0.1:9"  # nothing listens on the discard port
     cfg = env["root"] / "dead-mirror.toml"
     cfg.write_text(env["prebuilt"].read_text().replace("[bazel]\nbase_url", f'[bazel]\nbase_url = "{dead}"\n#'))
-    done = run_builder("wheels", "--torch", first[0]["torch"]["version"], "--xla", "main", config=cfg)
+    done = run_builder("wheels", "--torch", prebuilt, "--xla", "main", config=cfg)
     assert done.returncode == 1
     last = done.stderr.strip().splitlines()[-1]
     sha = subprocess.run(["git", "-C", str(env["fakexla"]), "rev-parse", "HEAD"], capture_output=True, text=True,
@@ -111,3 +117,13 @@ def test_bazel_that_cannot_be_downloaded_is_one_clear_line(env, first):
         f"error: building torch_xla from {sha[:12]} failed: bazelisk could not download Bazel 7.4.1 (the commit's "
         f".bazelversion) from {dead}/7.4.1/bazel-7.4.1-linux-x86_64; check that the mirror [bazel] base_url = "
         f"'{dead}' serves 7.4.1/bazel-7.4.1-linux-x86_64; see the log "), last
+
+
+def test_any_uid_builds_xla(env, prebuilt):
+    """A uid with no passwd entry: Bazel needs a user name ($USER, set by builder) and
+    write access to the Bazel cache volume."""
+    commit_change(env["fakexla"], "torch_xla/csrc/xla_kernel_002.cpp")
+    cfg = env["root"] / "uid.toml"
+    cfg.write_text(env["prebuilt"].read_text() + '[build]\nuser = "4242:4242"\n')
+    built, _ = wheels(cfg, "--torch", prebuilt, "--xla", "main")
+    assert built["xla"]["status"] == "built"  # the fake Bazel, like Bazel, fails without a user name
