@@ -100,6 +100,10 @@ def wheels_cmd(
                 out.print(f"#   backend {reqs.backend}; build requirements from "
                           f"{', '.join(reqs.sources) or 'PEP 517 defaults'}: {' '.join(reqs.requirements)}",
                           markup=False)
+                if reqs.bazel_version:
+                    out.print(f"#   Bazel {reqs.bazel_version} (.bazelversion) through bazelisk "
+                              f"{cfg.toolchain.bazelisk}, from {cfg.bazel.base_url or 'releases.bazel.build'}",
+                              markup=False)
         print_dry_run(cfg, None)
         return
     report = run_wheels(cfg, request, lambda text: err.print(text, markup=False, highlight=False))

@@ -35,6 +35,7 @@ def test_xla_alone_builds_the_pinned_torch(repos):
     assert f"# torch: {pinned} = {pinned} (file://{repos['faketorch']})" in done.stdout
     assert "#   backend scikit_build_core.build; build requirements from requirements-build.txt, pyproject.toml" \
         in done.stdout
+    assert "#   Bazel 7.4.1 (.bazelversion) through bazelisk 1.28.1, from http://127.0.0.1:" in done.stdout
 
 
 def test_torch_other_than_the_pin_is_refused_then_accepted_with_the_override(repos):

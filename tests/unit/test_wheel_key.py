@@ -1,0 +1,42 @@
+"""The wheel key covers everything that can change a wheel's bytes (issue "Hardening", item 5)."""
+
+from __future__ import annotations
+
+from builder import normalize, wheelstep
+from builder.recipes import BuildContext, get_recipe
+from builder.recipes.torch import TorchRecipe
+from builder.wheelstep import container_env, wheel_key
+
+CTX = BuildContext(jobs=2, source_date_epoch=1)
+
+
+def key(recipe=None, ctx=CTX, **kw):
+    recipe = recipe or get_recipe("torch")
+    return wheel_key(recipe, "sha256:img", "a" * 40, container_env(recipe, ctx), "", ctx, **kw)
+
+
+class ExtraPrepare(TorchRecipe):
+    def prepare_lines(self, ctx):
+        return [*super().prepare_lines(ctx), "echo patched > /tmp/x"]
+
+
+def test_a_changed_prepare_line_changes_the_key():
+    assert key(ExtraPrepare()) != key()
+
+
+def test_speed_only_values_do_not_change_the_key():
+    from dataclasses import replace
+
+    assert key(ctx=replace(CTX, jobs=7)) == key()
+    xla = get_recipe("xla")
+    with_remote = replace(CTX, bazel_remote="http://127.0.0.1:9/cache", torch_requirement="torch==1.0")
+    without = replace(CTX, torch_requirement="torch==1.0")
+    assert key(xla, with_remote) == key(xla, without)
+
+
+def test_requirements_torch_source_and_normalizer_are_keyed(monkeypatch):
+    base = key()
+    assert key(requirements=("numpy",)) != base
+    assert key(torch_source="b" * 40) != base
+    monkeypatch.setattr(wheelstep, "NORMALIZER_VERSION", normalize.NORMALIZER_VERSION + "x")
+    assert key() != base
