@@ -84,7 +84,7 @@ def _root(
 def _register() -> None:
     # Sub-command modules register themselves on `app`; imported here so that
     # `builder --help` lists every command.
-    from builder import cli_cache, cli_demo, cli_images, cli_nightly, cli_repro, cli_wheels  # noqa: F401
+    from builder import cli_cache, cli_demo, cli_images, cli_nightly, cli_profile, cli_repro, cli_wheels  # noqa: F401
     try:
         from builder import cli_index  # noqa: F401
     except ImportError:  # pragma: no cover - during development only

@@ -27,10 +27,26 @@ def report_table(report: Report) -> Table:
     return table
 
 
+def report_lines(report: Report) -> list[str]:
+    """The summary as plain lines, for a non-terminal (CI logs): nothing is wrapped or folded."""
+    lines = [f"builder wheels: {report.seconds:.1f} s, {report.jobs} jobs, smoke {report.smoke}"]
+    for s in report.stages:
+        lines.append(f"  image {s.name}: {'reused' if s.reused else 'built'} {s.seconds:.1f} s key {s.key[:12]}")
+    for o in report.steps:
+        cache = f" ccache {o.ccache.summary()}" if o.ccache else ""
+        lines.append(f"  {o.project}: {o.status} {o.seconds:.1f} s{cache} {o.filename} sha256 {o.sha256[:16]}")
+    if report.xla_smoke:
+        lines.append(f"  xla smoke ({report.smoke}): {report.xla_smoke['summary']}")
+    if report.trace:
+        lines.append(f"  trace: {report.trace} (open in https://ui.perfetto.dev)")
+    return lines
+
+
 def report_json(report: Report) -> dict:
     return {
         "seconds": round(report.seconds, 3),
         "jobs": report.jobs,
+        "trace": str(report.trace) if report.trace else None,
         "smoke": report.smoke,
         "xla_smoke": report.xla_smoke,
         "stages": [{"name": s.name, "key": s.key, "tag": s.tag, "image_id": s.image_id, "reused": s.reused,
@@ -38,7 +54,8 @@ def report_json(report: Report) -> dict:
         "wheels": [{"recipe": o.recipe, "project": o.project, "status": o.status, "filename": o.filename,
                     "version": o.version, "sha256": o.sha256, "key": o.key, "source_sha": o.source_sha,
                     "seconds": round(o.seconds, 3), "ccache": o.ccache.as_dict() if o.ccache else None,
-                    "log": str(o.log_path) if o.log_path else None} for o in report.steps],
+                    "log": str(o.log_path) if o.log_path else None,
+                    "profile": str(o.profile) if o.profile else None} for o in report.steps],
     }
 
 
@@ -111,6 +128,10 @@ def wheels_cmd(
         push_report(cfg.index_dir, report, push, push_user)
     if as_json:
         out.print_json(json.dumps(report_json(report)))
-    else:
+    elif err.is_terminal:
         err.print(report_table(report))
+        out.print(f"index: {cfg.index_dir}/simple/", markup=False)
+    else:
+        for line in report_lines(report):
+            err.print(line, markup=False, highlight=False, soft_wrap=True)
         out.print(f"index: {cfg.index_dir}/simple/", markup=False)

@@ -20,7 +20,7 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 from packaging.version import InvalidVersion, Version
 
-from builder import validate, xla_layout, xla_smoke
+from builder import profile, validate, xla_layout, xla_smoke
 from builder.buildreqs import BuildRequirements, missing_module_hint, read_build_requirements
 from builder.ccache import CCACHE_MOUNT, CacheLocation, config_text, parse_location, read_only_env
 from builder.config import Config
@@ -78,6 +78,8 @@ class Report:
     xla_smoke: dict | None = None  # the real torch_xla smoke's figures (builder.xla_smoke)
     jobs: int = 0
     seconds: float = 0.0
+    trace: Path | None = None  # Chrome trace of the run (builder.profile.trace_events)
+    timeline: list[tuple[str, float, float, str]] = field(default_factory=list)  # steps: label, start, s, status
 
 
 def torch_target(repo: str, spec: str) -> Target:
@@ -379,7 +381,7 @@ def _build_target(engine: Engine, cfg: Config, index: DirectoryIndex, recipe: Re
             log_path, network=cfg.build.network,
             user=user, nano_cpus=int(cfg.build.cpu_limit * 1e9) or None,
             mem_limit=f"{int(cfg.build.memory_limit_gib * 1024)}m" if cfg.build.memory_limit_gib else None,
-            torch_sha256=torch_sha, provenance=provenance, torch_tree=torch_tree)
+            torch_sha256=torch_sha, provenance=provenance, torch_tree=torch_tree, profiles_root=Path(cfg.data_dir))
     except BuildError as exc:
         raise explain_failure(exc, log_path, recipe, ref, requirements, cfg) from exc
     record_last_build(cfg, outcome)
@@ -467,6 +469,7 @@ def run_wheels(cfg: Config, request: Request, note: Note) -> Report:
         or request.torch_repo or cfg.repos.torch
     for target in targets:
         recipe = get_recipe(target.recipe)
+        step_started = time.time()
         if target.version:
             if recipe.name == "xla" and torch_outcome is not None:
                 check_pair(torch_outcome.version, target.version)  # a built torch: checked before the fetch
@@ -478,6 +481,7 @@ def run_wheels(cfg: Config, request: Request, note: Note) -> Report:
             outcome = build_target(engine, cfg, index, recipe, target.ref, request, report, deps,
                                    torch_outcome, note, provenance, requirements, torch_url)
         note(f"{recipe.project}: {outcome.status} {outcome.filename}")
+        report.timeline.append((recipe.project, step_started, time.time() - step_started, outcome.status))
         if target.ref is not None:  # a prebuilt wheel was fetched with its dependencies
             note(f"{recipe.project}: {fetch_dependencies(cfg, index, [outcome.filename], note)}")
         report.steps.append(outcome)
@@ -494,4 +498,29 @@ def run_wheels(cfg: Config, request: Request, note: Note) -> Report:
     elif request.smoke:
         report.smoke = run_smoke(engine, cfg, index, python_stage, report.steps, request.force_smoke)
     report.seconds = time.monotonic() - started
+    report.trace = write_trace(cfg, report, time.time() - report.seconds)
     return report
+
+
+def write_trace(cfg: Config, report: Report, run_started: float) -> Path:
+    """``<logs>/trace.json`` (and a copy per run under logs/traces/): stages in order, the
+    wheel steps, and each compiled step's translation units per ninja job slot."""
+    stages, offset = [], 0.0
+    for stage in report.stages:
+        stages.append((f"{stage.name} {'reused' if stage.reused else 'built'}", offset, stage.seconds, stage.reused))
+        offset += stage.seconds
+    steps = [(label, start - run_started, seconds, status) for label, start, seconds, status in report.timeline]
+    profiles = {}
+    for outcome in report.steps:
+        if outcome.profile is not None and outcome.profile.is_file():
+            profiles[outcome.project] = (outcome.started - run_started, profile.load(outcome.profile))
+    text = json.dumps(profile.trace_events(stages, steps, profiles))
+    runs = cfg.logs_dir / "traces"
+    runs.mkdir(parents=True, exist_ok=True)
+    path = runs / f"trace-{time.strftime('%Y%m%dT%H%M%S', time.gmtime(run_started))}.json"
+    path.write_text(text)
+    last = cfg.logs_dir / "trace.json"
+    tmp = last.with_suffix(".json.tmp")
+    tmp.write_text(text)
+    tmp.replace(last)
+    return path

@@ -17,7 +17,7 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from builder import __version__
+from builder import __version__, profile
 from builder.ccache import CCACHE_MOUNT, CacheStats, parse_print_stats, stats_delta
 from builder.engine import ContainerSpec, Engine, Mount
 from builder.errors import BuildError
@@ -44,6 +44,8 @@ class StepOutcome:
     source_sha: str = ""
     log_path: Path | None = None
     manifest: dict[str, Any] = field(default_factory=dict)
+    started: float = 0.0  # wall clock (time.time()) when the step began
+    profile: Path | None = None  # builder.profile of a compile (ninja + ccache per unit)
 
 
 @dataclass(frozen=True)
@@ -84,7 +86,9 @@ def wheel_key(recipe: Recipe, image_id: str, source_sha: str, env: dict[str, str
 
 
 def container_env(recipe: Recipe, ctx: BuildContext) -> dict[str, str]:
-    return {**recipe.env(ctx), "CCACHE_DIR": CCACHE_MOUNT, "HOME": HOME, "PYTHONDONTWRITEBYTECODE": "1"}
+    # CCACHE_STATSLOG: one record per compilation (hit/miss), read into the step's profile
+    return {**recipe.env(ctx), "CCACHE_DIR": CCACHE_MOUNT, "CCACHE_STATSLOG": f"{OUT_MOUNT}/ccache-stats.log",
+            "HOME": HOME, "PYTHONDONTWRITEBYTECODE": "1"}
 
 
 def find_reusable(index: DirectoryIndex, recipe: Recipe, key: str, source_sha: str) -> StepOutcome | None:
@@ -99,7 +103,8 @@ def run_step(engine: Engine, index: DirectoryIndex, recipe: Recipe, ctx: BuildCo
              key: str, image_tag: str, image_id: str, mounts: StepMounts, work_dir: Path, log_path: Path,
              network: str = "host", user: str | None = None, nano_cpus: int | None = None,
              mem_limit: str | None = None, torch_sha256: str = "",
-             provenance: Provenance | None = None, torch_tree: SourceTree | None = None) -> StepOutcome:
+             provenance: Provenance | None = None, torch_tree: SourceTree | None = None,
+             profiles_root: Path | None = None) -> StepOutcome:
     """Compile in a container and publish the wheel (the caller checked ``key`` is not built)."""
     env = {**container_env(recipe, ctx), **mounts.ccache_env}
     started_wall = time.time()
@@ -146,10 +151,30 @@ def run_step(engine: Engine, index: DirectoryIndex, recipe: Recipe, ctx: BuildCo
             torch_source_sha=torch_tree.sha if torch_tree else ""), provenance)
         added = index.add(wheels[0], manifest)
         entry = next(e for e in index.entries() if e.filename == added.filename)
+        profile_path = record_profile(profiles_root, recipe, added.filename, ctx.jobs, tree.path, out)
         return StepOutcome(recipe.name, recipe.project, "built", added.filename, entry.version, added.sha256,
-                           key, time.monotonic() - started, stats, tree.sha, log_path, manifest)
+                           key, time.monotonic() - started, stats, tree.sha, log_path, manifest,
+                           started=started_wall, profile=profile_path)
     finally:
         shutil.rmtree(out, ignore_errors=True)
+
+
+def record_profile(root: Path | None, recipe: Recipe, wheel: str, jobs: int, tree: Path, out: Path) -> Path | None:
+    """The step's profile from ninja's log in the build dir and ccache's stats log (none
+    for a build without ninja, e.g. Bazel's)."""
+    if root is None:
+        return None
+    try:
+        ninja_log = (tree / "build" / ".ninja_log").read_text(errors="replace")
+    except OSError:
+        return None
+    try:
+        stats_log = (out / "ccache-stats.log").read_text(errors="replace")
+    except OSError:
+        stats_log = ""
+    made = profile.make_profile(recipe.project, wheel, jobs, ninja_log, stats_log,
+                                profile.latest(root, recipe.project))
+    return profile.save(root, made)
 
 
 def _read_stats(path: Path) -> dict[str, int]:
