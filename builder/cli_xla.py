@@ -18,7 +18,7 @@ from rich.table import Table
 
 from builder.cli import app, get_config, handle_errors
 from builder.cli_index import index_app
-from builder.console import err, out
+from builder.console import err, out, print_error
 from builder.fetch import completion_notes
 
 
@@ -30,7 +30,7 @@ def download_progress() -> Iterator:
     if not err.is_terminal:
         yield completion_notes(lambda text: err.print(text, markup=False, highlight=False))
         return
-    bars = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
+    bars = Progress(TextColumn("{task.description}", markup=False), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
                     console=err, transient=False)
     tasks: dict[str, int] = {}
 
@@ -142,7 +142,7 @@ def xla_check(
         print_findings(report, script)
     err.print(f"log: {log_path}", markup=False, highlight=False)
     if code != 0:
-        err.print(f"[bold red]error:[/] {script} exited with {code}")
+        print_error(f"{script} exited with {code}", f"see the log {log_path}")
         raise typer.Exit(code)
     if strict and report.findings:
         raise typer.Exit(1)

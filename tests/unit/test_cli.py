@@ -25,10 +25,10 @@ def test_config_error_is_one_line(tmp_path):
     bad = tmp_path / "builder.toml"
     bad.write_text('[build]\njobs = "x"\n')
     done = run_builder("config", config=bad)
-    assert done.returncode == 1
+    assert done.returncode == 2  # a configuration error
     assert done.stderr.strip() == f"error: {bad}:2: build.jobs must be an integer, got 'x'"
 
 
 def test_missing_config_file(tmp_path):
     done = run_builder("config", config=tmp_path / "nope.toml")
-    assert done.returncode == 1 and "not found" in done.stderr
+    assert done.returncode == 2 and "not found" in done.stderr
