@@ -30,8 +30,8 @@ def download_progress() -> Iterator:
     if not err.is_terminal:
         yield completion_notes(lambda text: err.print(text, markup=False, highlight=False))
         return
-    bars = Progress(TextColumn("{task.description}", markup=False), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                    console=err, transient=False)
+    bars = Progress(TextColumn("{task.description}", markup=False), BarColumn(), DownloadColumn(),
+                    TransferSpeedColumn(), console=err, transient=False)
     tasks: dict[str, int] = {}
 
     def update(filename: str, done: int, total: int | None) -> None:
