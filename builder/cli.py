@@ -27,7 +27,7 @@ import typer
 from builder import __version__
 from builder.config import Config, default_data_dir, find_config_file, load_config
 from builder.console import print_error
-from builder.errors import EXIT_INTERNAL, EXIT_SIGINT, EXIT_SIGTERM, EXIT_USAGE, BuilderError
+from builder.errors import EXIT_FAILED, EXIT_INTERNAL, EXIT_SIGINT, EXIT_SIGTERM, EXIT_USAGE, BuilderError
 
 app = typer.Typer(
     name="builder",
@@ -66,10 +66,34 @@ def handle_errors(func: F) -> F:
             raise typer.Exit(EXIT_SIGTERM) from None
         except (typer.Exit, typer.Abort, _ClickException):
             raise  # exit codes and usage errors, handled by typer / run()
+        except OSError as exc:
+            if exc.filename is None:  # not about a path the user can fix: a bug
+                raise typer.Exit(report_internal_error(exc)) from None
+            print_error(os_error_text(exc), "check the path, its permissions and free space")
+            raise typer.Exit(EXIT_FAILED) from None
         except Exception as exc:
             raise typer.Exit(report_internal_error(exc)) from None
 
     return wrapper  # type: ignore[return-value]
+
+
+def os_error_text(exc: OSError) -> str:
+    """``cannot create /proc/x: No such file or directory`` from an OSError naming a path."""
+    names = " -> ".join(str(n) for n in (exc.filename, exc.filename2) if n is not None)
+    return f"{exc.strerror or type(exc).__name__}: {names}"
+
+
+def output_dir(path: Path, option: str) -> Path:
+    """Create the directory a user named for output (absolute), or fail with one clear error."""
+    target = Path(os.path.abspath(path))
+    try:
+        target.mkdir(parents=True, exist_ok=True)
+        probe = tempfile.NamedTemporaryFile(dir=target, prefix=".builder-probe-")
+        probe.close()
+    except OSError as exc:
+        raise BuilderError(f"{option} {path}: cannot write there ({exc.strerror or exc})",
+                           "pass a writable directory") from None
+    return target
 
 
 def _debug() -> bool:
