@@ -77,6 +77,7 @@ def index_fetch(
     the upstream page's sha256, through a download cache (a rerun downloads nothing)."""
     from builder.fetch import default_cache_dir, fetch, sources_for
     from builder.index import DirectoryIndex
+    from builder.interpreter import Interpreter
     from builder.pairing import check_requirements
 
     cfg = get_config({"prebuilt.download_cache": download_cache,
@@ -87,7 +88,7 @@ def index_fetch(
     index = DirectoryIndex(cfg.index_dir)
     cache = default_cache_dir(cfg.data_dir, cfg.prebuilt.download_cache)
     with download_progress() as progress:
-        result = fetch(requirements, index, cache, cfg.python.version, sources.index_url, list(sources.find_links),
+        result = fetch(requirements, index, cache, Interpreter.of(cfg), sources.index_url, list(sources.find_links),
                        deps=not no_deps, log=cfg.logs_dir / "fetch.log", refresh=refresh, progress=progress,
                        note=lambda text: err.print(text, markup=False, highlight=False))
     if as_json:
