@@ -94,6 +94,8 @@ def verify_cmd(
         raise ConfigError("name one WHEEL, or pass --all")
     cfg = get_config({"index.dir": str(directory) if directory else None})
     index = DirectoryIndex(cfg.index_dir)
+    if wheel:
+        index.manifest(wheel)  # a malformed or unknown name fails here, before any Docker call
     engine = Engine()
     if all_wheels:
         results, skipped = verify_all(engine, cfg, index, _note, jobs)

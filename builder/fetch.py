@@ -42,7 +42,8 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import unquote, urlparse
 
-from builder.errors import BuildError
+from builder import validate
+from builder.errors import BuildError, ValidationError
 from builder.index import AddResult, DirectoryIndex
 from builder.interpreter import Interpreter, interpreter
 
@@ -412,10 +413,10 @@ def sources_for(source: str | None, index_url: str, find_links: list[str]) -> So
     if not source:
         return Sources(index_url, tuple(find_links))
     if source.startswith(("http://", "https://")):
-        return Sources(source, tuple(find_links))
+        return Sources(validate.http_url(source, "--from"), tuple(find_links))
     path = Path(unquote(urlparse(source).path)) if source.startswith("file://") else Path(source)
     if not path.is_dir():
-        raise BuildError(f"--from {source}: not a URL or an existing directory")
+        raise ValidationError(f"--from {source}: not a URL or an existing directory")
     if (path / "index.html").is_file():
         return Sources(path.absolute().as_uri() + "/", tuple(find_links))
     return Sources(None, (str(path.absolute()), *find_links))
