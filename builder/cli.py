@@ -64,8 +64,8 @@ def handle_errors(func: F) -> F:
         except Terminated:
             print_error("terminated (SIGTERM)", "containers and temporary files removed")
             raise typer.Exit(EXIT_SIGTERM) from None
-        except (typer.Exit, typer.Abort, _ClickException):
-            raise  # exit codes and usage errors, handled by typer / run()
+        except (typer.Exit, typer.Abort, _ClickException, BrokenPipeError):
+            raise  # exit codes, usage errors and a closed pipe (`| head`), handled by typer / run()
         except OSError as exc:
             if exc.filename is None:  # not about a path the user can fix: a bug
                 raise typer.Exit(report_internal_error(exc)) from None
@@ -240,5 +240,8 @@ def run(args: Sequence[str]) -> int:
 
 def main() -> None:
     signal.signal(signal.SIGTERM, _on_sigterm)
-    _register()
+    try:
+        _register()
+    except Exception as exc:  # a broken install: said once, with the traceback saved
+        sys.exit(report_internal_error(exc))
     sys.exit(run(sys.argv[1:]))
