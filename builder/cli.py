@@ -25,7 +25,7 @@ from typing import Any, TypeVar
 import typer
 
 from builder import __version__
-from builder.config import Config, default_data_dir, find_config_file, load_config
+from builder.config import MAX_JOBS, Config, default_data_dir, find_config_file, load_config  # noqa: F401 (MAX_JOBS: for the commands)
 from builder.console import print_error
 from builder.errors import EXIT_FAILED, EXIT_INTERNAL, EXIT_SIGINT, EXIT_SIGTERM, EXIT_USAGE, BuilderError
 
@@ -78,7 +78,7 @@ def handle_errors(func: F) -> F:
 
 
 def os_error_text(exc: OSError) -> str:
-    """``cannot create /proc/x: No such file or directory`` from an OSError naming a path."""
+    """``Permission denied: /srv/x`` from an OSError naming a path (two for a rename)."""
     names = " -> ".join(str(n) for n in (exc.filename, exc.filename2) if n is not None)
     return f"{exc.strerror or type(exc).__name__}: {names}"
 
@@ -137,9 +137,8 @@ def report_internal_error(exc: BaseException) -> int:
     return EXIT_INTERNAL
 
 
-# Bounds of numeric options: beyond them a value is a typo (or would overflow an int64
-# in Docker's API), not a wish.
-MAX_JOBS = 4096
+# Bounds of numeric options (MAX_JOBS is the config's): beyond them a value is a typo,
+# not a wish.
 MAX_KEEP = 100_000
 MAX_RETRIES = 100
 MAX_BACKOFF_SECONDS = 3600.0
