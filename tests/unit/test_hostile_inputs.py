@@ -65,6 +65,7 @@ CASES = [
     config_case("toml-option-as-repo", '[repos]\ntorch = "--upload-pack=touch /tmp/x"\n', "repos.torch"),
     config_case("toml-unset-variable", 'data_dir = "$NO_SUCH_VARIABLE_I16/x"\n', "which is not set"),
     config_case("toml-table-as-value", "build = 3\n", "[build] must be a table"),
+    config_case("toml-typo-key", '[toolchain]\nclnag = "14"\n', "did you mean clang? known keys in [toolchain]: "),
     config_case("toml-typo-section", "[biuld]\njobs = 1\n", "did you mean [build]?"),
     # BUILDER_* environment variables
     env_case("env-negative-jobs", "BUILDER_BUILD_JOBS", "-3", "build.jobs must be between 0 and 4096, got -3"),
@@ -103,6 +104,8 @@ CASES = [
          "contains characters not allowed in a repository URL"),
     Case("repo-ipv6-literal", ["wheels", "--torch", "main", "--torch-repo", "https://[::1/x.git"], 2,
          "is not a valid URL"),
+    Case("repo-unreachable-hint", ["wheels", "--torch", "main", "--torch-repo", "file:///nonexistent/[/x]"], 1,
+         "check --torch-repo/--xla-repo (or [repos] in builder.toml)"),
     Case("show-path-traversal", ["index", "show", "../../etc/passwd"], 1, "must be a bare wheel file name"),
     Case("show-markup-name", ["index", "show", "[bold]x[/bold]-1.0-py3-none-any.whl"], 1, "[bold]x[/bold]"),
     Case("fetch-markup-spec", ["index", "fetch", "torch==[/x]"], 2, "SPEC 'torch==[/x]' is not a requirement"),
