@@ -7,6 +7,7 @@ wheels, and the index listing.
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -15,7 +16,7 @@ from pathlib import Path
 
 import typer
 
-from builder.cli import app, handle_errors
+from builder.cli import app, handle_errors, output_dir
 from builder.console import err
 from builder.errors import BuildError
 
@@ -40,8 +41,7 @@ def demo_cmd(
     """Run the real pipeline on bundled example repos (fake torch + fake xla), offline."""
     from builder.examples import BazelMirror, write_example_repo
 
-    root = workdir or Path(tempfile.mkdtemp(prefix="builder-demo-"))
-    root.mkdir(parents=True, exist_ok=True)
+    root = output_dir(workdir, "--workdir") if workdir else Path(tempfile.mkdtemp(prefix="builder-demo-"))
     torch_repo = write_example_repo("faketorch", root / "repos" / "faketorch")
     xla_repo = write_example_repo("fakexla", root / "repos" / "fakexla")
     extra_ca = ca or os.environ.get("PIP_CERT", "")
@@ -49,11 +49,11 @@ def demo_cmd(
     # from this mirror (on 127.0.0.1, for the demo's duration) instead of releases.bazel.build.
     with BazelMirror(root / "bazel-mirror") as mirror:
         config = root / "builder.toml"
-        config.write_text(
-            f'data_dir = "{root / "data"}"\n'
-            f'[repos]\ntorch = "file://{torch_repo}"\nxla = "file://{xla_repo}"\n'
-            f'[bazel]\nbase_url = "{mirror.url}"\n'
-            + (f'[ca]\nextra_certificates = "{extra_ca}"\n' if extra_ca else "")
+        config.write_text(  # JSON strings are TOML basic strings: a quote in a path stays data
+            f'data_dir = {json.dumps(str(root / "data"))}\n'
+            f'[repos]\ntorch = {json.dumps(f"file://{torch_repo}")}\nxla = {json.dumps(f"file://{xla_repo}")}\n'
+            f'[bazel]\nbase_url = {json.dumps(mirror.url)}\n'
+            + (f'[ca]\nextra_certificates = {json.dumps(extra_ca)}\n' if extra_ca else "")
         )
         err.print(f"demo: example repos and data in {root}", markup=False)
         for command in demo_commands(config):

@@ -11,7 +11,7 @@ from rich.table import Table
 
 from builder import config as config_mod
 from builder.bootstrap import bootstrap_base
-from builder.cli import app, get_config, handle_errors
+from builder.cli import app, get_config, handle_errors, output_dir
 from builder.config import Config
 from builder.console import err, out
 from builder.engine import Engine
@@ -74,9 +74,10 @@ def render_cmd(
     engine = _try_engine()
     if engine is None:
         err.print("note: Docker is not reachable; parent image IDs are unknown, so keys are provisional")
+    if out_dir:
+        out_dir = output_dir(out_dir, "--out")
     for item in _rendered(cfg, stage, engine):
         if out_dir:
-            out_dir.mkdir(parents=True, exist_ok=True)
             path = out_dir / f"{item.name}.Dockerfile"
             path.write_text(item.dockerfile)
             for name, data in item.spec.files.items():

@@ -13,7 +13,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from builder.cli import app, get_config, handle_errors
+from builder.cli import MAX_BACKOFF_SECONDS, MAX_KEEP, MAX_RETRIES, app, get_config, handle_errors, in_range
 from builder.console import err, out
 from builder.errors import IndexError_
 from builder.index import DirectoryIndex
@@ -91,7 +91,8 @@ def index_show(
 @index_app.command("prune")
 @handle_errors
 def index_prune(
-    keep: int = typer.Option(..., "--keep", help="How many newest versions of each project to keep."),
+    keep: int = typer.Option(..., "--keep", help="How many newest versions of each project to keep (>= 1).",
+                              callback=in_range(1, MAX_KEEP)),
     directory: Path | None = typer.Option(None, "--dir", help=_DIR_HELP),
 ) -> None:
     """Remove all but the newest N versions of each project."""
@@ -104,7 +105,7 @@ def index_prune(
 @index_app.command("serve")
 @handle_errors
 def index_serve(
-    port: int = typer.Option(8080, "--port", help="Port to listen on."),
+    port: int = typer.Option(8080, "--port", help="Port to listen on.", callback=in_range(1, 65535)),
     host: str = typer.Option("127.0.0.1", "--host", help="Address to bind (0.0.0.0 exposes it)."),
     auth: Path | None = typer.Option(None, "--auth", help="htpasswd file: allow these users to upload. "
                                      "Without it the server is read-only."),
@@ -136,8 +137,10 @@ def push(
     password_file: Path | None = typer.Option(None, "--password-file",
                                               help="File holding the password (else $BUILDER_INDEX_PASSWORD, "
                                                    "else ~/.netrc)."),
-    retries: int = typer.Option(3, "--retries", help="Retries for connection errors and 5xx answers."),
-    backoff: float = typer.Option(1.0, "--backoff", help="First retry delay in seconds (doubles each time)."),
+    retries: int = typer.Option(3, "--retries", help="Retries for connection errors and 5xx answers.",
+                                 callback=in_range(0, MAX_RETRIES)),
+    backoff: float = typer.Option(1.0, "--backoff", help="First retry delay in seconds (doubles each time).",
+                                   callback=in_range(0, MAX_BACKOFF_SECONDS)),
 ) -> None:
     """Upload wheels to a remote index, skipping files already there with the same sha256."""
     from builder.upload import push_wheel, resolve_credentials, split_credentials

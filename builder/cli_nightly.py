@@ -9,8 +9,8 @@ from pathlib import Path
 
 import typer
 
-from builder.cli import app, get_config, handle_errors
-from builder.console import err, out
+from builder.cli import MAX_JOBS, MAX_KEEP, app, get_config, handle_errors, in_range
+from builder.console import err, out, print_error
 from builder.errors import BuilderError
 from builder.index import DirectoryIndex
 from builder.nightly import (
@@ -32,12 +32,13 @@ WORKFLOW = Path(__file__).resolve().parent / "workflows" / "nightly.yml"
 @app.command("nightly")
 @handle_errors
 def nightly_cmd(
-    keep: int = typer.Option(7, "--keep", help="Nightly versions kept per package in the index."),
+    keep: int = typer.Option(7, "--keep", help="Nightly versions kept per package in the index (>= 1).",
+                              callback=in_range(1, MAX_KEEP)),
     torch_repo: str = typer.Option(None, "--torch-repo", help="torch git URL (default from config)."),
     xla_repo: str = typer.Option(None, "--xla-repo", help="torch_xla git URL (default from config)."),
     push: str = typer.Option(None, "--push", help="Also upload the wheels to this index URL."),
     report_dir: Path = typer.Option(None, "--report-dir", help="Where report.json and logs go."),
-    jobs: int = typer.Option(0, "--jobs", "-j", help="Parallel compile jobs."),
+    jobs: int = typer.Option(0, "--jobs", "-j", help="Parallel compile jobs.", callback=in_range(0, MAX_JOBS)),
 ) -> None:
     """Build main of torch and torch_xla as dated dev versions; exit 0 built, 3 nothing new, 1 failed."""
     from builder.cli_wheels import push_report, report_json
@@ -79,7 +80,10 @@ def nightly_cmd(
             data["failed_log"] = str(log_path)
             err.print(f"---- last 50 lines of {log_path} ----\n{text}\n----", markup=False, highlight=False)
         path = write_report(run_dir, data)
-        err.print(f"[bold red]error:[/] {exc} (report {path})")
+        if exc.hint:
+            print_error(exc.message, f"{exc.hint} (report {path})")
+        else:
+            print_error(f"{exc.message} (report {path})")
         raise typer.Exit(EXIT_FAILED) from None
     data.update(status="built", pruned=pruned, **report_json(report))
     run_dir.mkdir(parents=True, exist_ok=True)

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import typer
 
-from builder.cli import app, get_config, handle_errors
+from builder.cli import MAX_JOBS, app, get_config, handle_errors, in_range
 from builder.console import err, out
 from builder.errors import BuildError, ConfigError
 from builder.lock import DEFAULT_LOCK
@@ -80,7 +80,8 @@ def lock_cmd(
 def verify_cmd(
     wheel: str = typer.Argument(None, help="Wheel file name in the index (see `builder index list`)."),
     all_wheels: bool = typer.Option(False, "--all", help="Verify every wheel that has a manifest."),
-    jobs: int = typer.Option(0, "--jobs", "-j", help="Parallel compile jobs for the rebuild."),
+    jobs: int = typer.Option(0, "--jobs", "-j", help="Parallel compile jobs for the rebuild.",
+                             callback=in_range(0, MAX_JOBS)),
     directory: Path | None = typer.Option(None, "--dir", help="Index directory (default: \\[index] dir)."),
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON on stdout."),
 ) -> None:
@@ -93,6 +94,8 @@ def verify_cmd(
         raise ConfigError("name one WHEEL, or pass --all")
     cfg = get_config({"index.dir": str(directory) if directory else None})
     index = DirectoryIndex(cfg.index_dir)
+    if wheel:
+        index.manifest(wheel)  # a malformed or unknown name fails here, before any Docker call
     engine = Engine()
     if all_wheels:
         results, skipped = verify_all(engine, cfg, index, _note, jobs)

@@ -7,7 +7,7 @@ import json
 import typer
 from rich.table import Table
 
-from builder.cli import app, get_config, handle_errors
+from builder.cli import MAX_JOBS, app, get_config, handle_errors, in_range
 from builder.console import err, out
 from builder.pipeline import Report, Request, run_wheels
 
@@ -79,7 +79,8 @@ def wheels_cmd(
     xla_repo: str = typer.Option(None, "--xla-repo", help="torch_xla git URL (default: \\[repos] xla)."),
     torch_unpinned: bool = typer.Option(False, "--torch-unpinned",
                                         help="Build xla against --torch even where it differs from .torch_commit."),
-    jobs: int = typer.Option(0, "--jobs", "-j", help="Parallel compile jobs (default: by cores and memory)."),
+    jobs: int = typer.Option(0, "--jobs", "-j", help="Parallel compile jobs (default: by cores and memory).",
+                             callback=in_range(0, MAX_JOBS)),
     no_smoke: bool = typer.Option(False, "--no-smoke", help="Skip installing and importing the wheels."),
     force_smoke: bool = typer.Option(False, "--force-smoke", help="Run the smoke check even if it passed before."),
     torch_version: str = typer.Option("", "--torch-version", help="PYTORCH_BUILD_VERSION for a source build."),

@@ -18,7 +18,7 @@ from rich.table import Table
 
 from builder.cli import app, get_config, handle_errors
 from builder.cli_index import index_app
-from builder.console import err, out
+from builder.console import err, out, print_error
 from builder.fetch import completion_notes
 
 
@@ -30,8 +30,8 @@ def download_progress() -> Iterator:
     if not err.is_terminal:
         yield completion_notes(lambda text: err.print(text, markup=False, highlight=False))
         return
-    bars = Progress(TextColumn("{task.description}"), BarColumn(), DownloadColumn(), TransferSpeedColumn(),
-                    console=err, transient=False)
+    bars = Progress(TextColumn("{task.description}", markup=False), BarColumn(), DownloadColumn(),
+                    TransferSpeedColumn(), console=err, transient=False)
     tasks: dict[str, int] = {}
 
     def update(filename: str, done: int, total: int | None) -> None:
@@ -77,6 +77,7 @@ def index_fetch(
     the upstream page's sha256, through a download cache (a rerun downloads nothing)."""
     from builder.fetch import default_cache_dir, fetch, sources_for
     from builder.index import DirectoryIndex
+    from builder.interpreter import Interpreter
     from builder.pairing import check_requirements
 
     cfg = get_config({"prebuilt.download_cache": download_cache,
@@ -87,7 +88,7 @@ def index_fetch(
     index = DirectoryIndex(cfg.index_dir)
     cache = default_cache_dir(cfg.data_dir, cfg.prebuilt.download_cache)
     with download_progress() as progress:
-        result = fetch(requirements, index, cache, cfg.python.version, sources.index_url, list(sources.find_links),
+        result = fetch(requirements, index, cache, Interpreter.of(cfg), sources.index_url, list(sources.find_links),
                        deps=not no_deps, log=cfg.logs_dir / "fetch.log", refresh=refresh, progress=progress,
                        note=lambda text: err.print(text, markup=False, highlight=False))
     if as_json:
@@ -142,7 +143,7 @@ def xla_check(
         print_findings(report, script)
     err.print(f"log: {log_path}", markup=False, highlight=False)
     if code != 0:
-        err.print(f"[bold red]error:[/] {script} exited with {code}")
+        print_error(f"{script} exited with {code}", f"see the log {log_path}")
         raise typer.Exit(code)
     if strict and report.findings:
         raise typer.Exit(1)

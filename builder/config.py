@@ -8,11 +8,13 @@ Errors name the file, the key and (for the file) the line.
 from __future__ import annotations
 
 import dataclasses
+import difflib
+import math
 import os
 import re
 import tomllib
 import typing
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -24,7 +26,26 @@ CONFIG_FILENAME = "builder.toml"
 ENV_PREFIX = "BUILDER_"
 # BUILDER_* variables that are not settings: the config path and secrets, which are read
 # only where needed and never land in the Config (so never in a manifest or a log).
+# Variables outside the known sections (BUILDER_DEBUG, a test suite's own) are ignored.
 NOT_SETTINGS = frozenset({"BUILDER_CONFIG", "BUILDER_INDEX_PASSWORD", "BUILDER_INDEX_USER"})
+
+MAX_JOBS = 4096
+# Every number in the config: finite and within these bounds (NaN, inf, a negative count
+# or size is an error here, not a surprise later; the upper bounds keep sizes within
+# what Docker's API takes as an int64 of bytes or nano-CPUs).
+RANGES: dict[str, tuple[float, float]] = {
+    "build.jobs": (0, MAX_JOBS),
+    "build.memory_per_job_gib": (0, 1024),
+    "build.cpu_limit": (0, MAX_JOBS),
+    "build.memory_limit_gib": (0, 1 << 20),
+    "build.min_free_disk_gib": (0, 1 << 30),
+}
+# Settings that are paths: ~ and $VARS expanded and made absolute once, here (relative
+# to builder.toml's directory for values from that file, else to the working directory),
+# so nothing downstream joins a raw "~/x" or a relative bind-mount source.
+PATH_KEYS = frozenset({"data_dir", "index.dir", "prebuilt.download_cache", "ca.extra_certificates"})
+# cache locations: path:DIR is a path, volume:NAME is not.
+PATH_PREFIXED_KEYS = frozenset({"cache.ccache", "cache.bazel"})
 
 
 def default_data_dir() -> str:
@@ -150,11 +171,11 @@ class Config:
 
     @property
     def index_dir(self) -> Path:
-        return Path(self.index.dir or os.path.join(self.data_dir, "index")).expanduser()
+        return Path(self.index.dir or os.path.join(self.data_dir, "index"))
 
     @property
     def logs_dir(self) -> Path:
-        return Path(self.data_dir).expanduser() / "logs"
+        return Path(self.data_dir) / "logs"
 
     def replace(self, **sections: Any) -> Config:
         return dataclasses.replace(self, **sections)
@@ -228,6 +249,45 @@ def _line_of(text: str, section: str, key: str | None) -> int | None:
     return None
 
 
+def _plain(value: str, where: str) -> str:
+    """No setting holds a control character (NUL, ESC, a newline): refused before any check."""
+    if any(ord(c) < 32 or ord(c) == 127 for c in value):
+        raise ConfigError(f"{where} contains a control character: {value[:200]!r}")
+    return value
+
+
+def _resolve_path(value: str, base: Path, where: str) -> str:
+    """``~`` and ``$VAR`` expanded, then absolute (relative to ``base``) and normalized."""
+    if not value:
+        return value
+    expanded = os.path.expandvars(os.path.expanduser(value))
+    unset = re.search(r"\$(\{[^}]*\}|[A-Za-z_][A-Za-z0-9_]*)", expanded)
+    if unset:
+        raise ConfigError(f"{where} {value!r} names {unset.group(0)}, which is not set in the environment")
+    if expanded.startswith("~"):
+        raise ConfigError(f"{where} {value!r}: no such user's home directory")
+    return os.path.normpath(os.path.join(base, expanded))
+
+
+def _check_range(value: Any, key: str, where: str) -> None:
+    low, high = RANGES[key]
+    if isinstance(value, float) and not math.isfinite(value):
+        raise ConfigError(f"{where} must be a finite number, got {value!r}")
+    if not low <= value <= high:
+        raise ConfigError(f"{where} must be between {low:g} and {high:g}, got {value!r}")
+
+
+def _paths(key: str, value: Any, base: Path, where: str) -> Any:
+    """The value of ``key`` with its path(s) resolved; other keys unchanged."""
+    if key in PATH_KEYS:
+        return _resolve_path(value, base, where)
+    if key in PATH_PREFIXED_KEYS and isinstance(value, str) and value.startswith("path:"):
+        return "path:" + _resolve_path(value[len("path:"):], base, where)
+    if key == "prebuilt.find_links":
+        return [x if re.match(r"^[a-z][a-z0-9+.-]*://", x) else _resolve_path(x, base, where) for x in value]
+    return value
+
+
 def _coerce(value: Any, target: Any, where: str) -> Any:
     """Check a TOML/env/flag value against the annotated type; env strings are parsed."""
     origin = typing.get_origin(target)
@@ -260,26 +320,36 @@ def _coerce(value: Any, target: Any, where: str) -> Any:
         if isinstance(value, str):
             value = [v for v in re.split(r"[,\s]+", value.strip()) if v]
         if isinstance(value, list) and all(isinstance(v, str) for v in value):
-            return list(value)
+            return [_plain(v, where) for v in value]
         raise ConfigError(f"{where} must be a list of strings, got {value!r}")
     if target is str:
         if isinstance(value, str):
-            return value
+            return _plain(value, where)
         raise ConfigError(f"{where} must be a string, got {type(value).__name__} {value!r}")
     raise ConfigError(f"{where}: unsupported type {target!r}")  # pragma: no cover
 
 
+def _did_you_mean(name: str, known: Iterable[str], show: Callable[[str], str] = str) -> str:
+    close = difflib.get_close_matches(name, list(known), n=1)
+    return f"did you mean {show(close[0])}? " if close else ""
+
+
 def _apply(values: dict[str, dict[str, Any]], data: Mapping[str, Any], origin: str,
-           text: str | None = None) -> None:
+           text: str | None = None, base: Path | None = None) -> None:
+    """Check ``data`` (one source: the file, the environment or the flags) into ``values``;
+    relative paths in it are taken relative to ``base`` (default: the working directory)."""
     sections = _sections()
+    base = Path(os.path.abspath(base or os.getcwd()))
     for section, content in data.items():
         if section == "data_dir":
-            values.setdefault("", {})["data_dir"] = _coerce(content, str, f"{origin}: data_dir")
+            where = f"{origin}: data_dir"
+            values.setdefault("", {})["data_dir"] = _resolve_path(_coerce(content, str, where), base, where)
             continue
         if section not in sections:
             line = _line_of(text, section, None) if text else None
             at = f"{origin}:{line}" if line else origin
             raise ConfigError(f"{at}: unknown section [{section}]",
+                              f"{_did_you_mean(section, sections, lambda s: f'[{s}]')}"
                               f"known sections: {', '.join(sorted(sections))}")
         if not isinstance(content, Mapping):
             raise ConfigError(f"{origin}: [{section}] must be a table")
@@ -289,8 +359,11 @@ def _apply(values: dict[str, dict[str, Any]], data: Mapping[str, Any], origin: s
             at = f"{origin}:{line}" if line else origin
             if key not in hints:
                 raise ConfigError(f"{at}: unknown key {section}.{key}",
-                                  f"known keys in [{section}]: {', '.join(sorted(hints))}")
-            coerced = _coerce(value, hints[key], f"{at}: {section}.{key}")
+                                  f"{_did_you_mean(key, hints)}known keys in [{section}]: {', '.join(sorted(hints))}")
+            where = f"{at}: {section}.{key}"
+            coerced = _paths(f"{section}.{key}", _coerce(value, hints[key], where), base, where)
+            if f"{section}.{key}" in RANGES:
+                _check_range(coerced, f"{section}.{key}", where)
             check = _CHECKS.get(f"{section}.{key}")
             if check is not None:
                 try:
@@ -301,7 +374,11 @@ def _apply(values: dict[str, dict[str, Any]], data: Mapping[str, Any], origin: s
 
 
 def _env_overrides(environ: Mapping[str, str]) -> dict[str, dict[str, str]]:
-    """BUILDER_<SECTION>_<KEY>=value, e.g. BUILDER_TOOLCHAIN_GCC or BUILDER_INDEX_DIR."""
+    """BUILDER_<SECTION>_<KEY>=value, e.g. BUILDER_TOOLCHAIN_GCC or BUILDER_INDEX_DIR.
+
+    A variable naming a known section but no key of it is a typo, refused with the
+    closest key (as cibuildwheel does for CIBW_*); BUILDER_ variables outside the known
+    sections (BUILDER_DEBUG, a test suite's own) are not settings and are ignored."""
     out: dict[str, dict[str, str]] = {}
     sections = _sections()
     for name, value in environ.items():
@@ -311,13 +388,18 @@ def _env_overrides(environ: Mapping[str, str]) -> dict[str, dict[str, str]]:
         if rest == "data_dir":
             out.setdefault("data_dir", value)  # type: ignore[arg-type]
             continue
-        for section in sorted(sections, key=len, reverse=True):
-            if rest.startswith(section + "_"):
-                out.setdefault(section, {})[rest[len(section) + 1:]] = value
-                break
-        else:
-            raise ConfigError(f"environment variable {name}: no such setting",
-                              "use BUILDER_<SECTION>_<KEY>, e.g. BUILDER_INDEX_DIR")
+        section = next((s for s in sorted(sections, key=len, reverse=True) if rest.startswith(s + "_")), None)
+        if section is None:
+            continue
+        key = rest[len(section) + 1:]
+        hints = typing.get_type_hints(sections[section])
+        if key not in hints:
+            def variable(k: str, section: str = section) -> str:
+                return f"{ENV_PREFIX}{section.upper()}_{k.upper()}"
+            raise ConfigError(f"environment variable {name}: no setting {section}.{key}",
+                              f"{_did_you_mean(key, hints, variable)}"
+                              f"known keys in [{section}]: {', '.join(sorted(hints))}")
+        out.setdefault(section, {})[key] = value
     return out
 
 
@@ -341,14 +423,20 @@ def load_config(path: Path | None = None, environ: Mapping[str, str] | None = No
     source = "<defaults>"
     if path is not None:
         try:
-            text = path.read_text()
+            raw = path.read_bytes()
         except OSError as exc:
             raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            line = raw[: exc.start].count(b"\n") + 1
+            raise ConfigError(f"{path}:{line}: not UTF-8 text (byte 0x{raw[exc.start]:02x})",
+                              "TOML files are UTF-8; save it as UTF-8") from None
         try:
             data = tomllib.loads(text)
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"{path}: invalid TOML: {exc}") from None
-        _apply(values, data, str(path), text)
+        _apply(values, data, str(path), text, base=Path(os.path.abspath(path)).parent)
         source = str(path)
     _apply(values, _env_overrides(environ), "environment")
     flag_data: dict[str, dict[str, Any]] = {}
@@ -364,8 +452,8 @@ def load_config(path: Path | None = None, environ: Mapping[str, str] | None = No
 
     sections = _sections()
     kwargs: dict[str, Any] = {name: cls(**values.get(name, {})) for name, cls in sections.items()}
-    if "data_dir" in values.get("", {}):
-        kwargs["data_dir"] = values[""]["data_dir"]
+    kwargs["data_dir"] = values.get("", {}).get("data_dir") or _resolve_path(default_data_dir(), Path.cwd(),
+                                                                              "data_dir")
     return Config(**kwargs, source=source)
 
 

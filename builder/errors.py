@@ -2,20 +2,31 @@
 
 Every error carries what went wrong, where, and (when known) how to fix it, so the
 CLI prints ``error: <what> (<where>); <hint>`` and exits non-zero, never a traceback.
+Each class carries its exit code (as cibuildwheel's errors do), so a script can tell
+a wrong option (2) from a failed build (1) without parsing the message.
 """
 
 from __future__ import annotations
+
+EXIT_FAILED = 1  # a build, fetch, push or check failed
+EXIT_USAGE = 2  # wrong flags, builder.toml or BUILDER_* variables (as click's usage errors)
+EXIT_NOTHING_NEW = 3  # builder nightly: neither ref moved since the last nightly
+EXIT_INTERNAL = 70  # a bug in builder (EX_SOFTWARE of sysexits.h); the traceback is in a log file
+EXIT_SIGINT = 130  # 128 + SIGINT
+EXIT_SIGTERM = 143  # 128 + SIGTERM
 
 
 class BuilderError(Exception):
     """Base class: a user-facing failure with an optional hint."""
 
-    exit_code = 1
+    exit_code = EXIT_FAILED
 
-    def __init__(self, message: str, hint: str | None = None) -> None:
+    def __init__(self, message: str, hint: str | None = None, *, exit_code: int | None = None) -> None:
         super().__init__(message)
         self.message = message
         self.hint = hint
+        if exit_code is not None:
+            self.exit_code = exit_code
 
     def __str__(self) -> str:
         return f"{self.message}; {self.hint}" if self.hint else self.message
@@ -24,9 +35,13 @@ class BuilderError(Exception):
 class ConfigError(BuilderError):
     """builder.toml, BUILDER_* variables or flags are wrong."""
 
+    exit_code = EXIT_USAGE
+
 
 class ValidationError(BuilderError):
     """A value (ref, URL, name, version, ...) is unsafe or malformed."""
+
+    exit_code = EXIT_USAGE
 
 
 class RefError(BuilderError):

@@ -42,13 +42,11 @@ from pathlib import Path
 from typing import Any, Literal
 from urllib.parse import unquote, urlparse
 
-from builder.errors import BuildError
+from builder import validate
+from builder.errors import BuildError, ValidationError
 from builder.index import AddResult, DirectoryIndex
+from builder.interpreter import Interpreter, interpreter
 
-# manylinux tags a cp311 x86_64 Debian bookworm (glibc 2.36) interpreter accepts.
-PLATFORMS = ["manylinux_2_36_x86_64", "manylinux_2_35_x86_64", "manylinux_2_34_x86_64",
-             "manylinux_2_31_x86_64", "manylinux_2_28_x86_64", "manylinux_2_27_x86_64",
-             "manylinux_2_17_x86_64", "manylinux2014_x86_64", "linux_x86_64", "any"]
 CHUNK = 1024 * 1024
 PARALLEL_DOWNLOADS = 4
 DOWNLOAD_RETRIES = 3
@@ -132,15 +130,15 @@ def pip_env() -> dict[str, str]:
     return env
 
 
-def resolve_command(requirements: list[str], python_series: str, sources: Sources, deps: bool,
+def resolve_command(requirements: list[str], python: Interpreter | str, sources: Sources, deps: bool,
                     report: Path) -> list[str]:
     """``pip install --dry-run --report`` for the target interpreter: resolves, installs nothing."""
-    abi = "cp" + python_series.replace(".", "")
+    python = interpreter(python)
     command = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet",
                "--disable-pip-version-check", "--report", str(report), "--only-binary=:all:",
-               "--implementation", "cp", "--python-version", python_series,
-               "--abi", abi, "--abi", "abi3", "--abi", "none"]
-    for platform in PLATFORMS:
+               "--implementation", "cp", "--python-version", python.series,
+               "--abi", python.abi, "--abi", "abi3", "--abi", "none"]
+    for platform in python.platforms:
         command += ["--platform", platform]
     command += ["--index-url", sources.index_url] if sources.index_url else ["--no-index"]
     for link in sources.find_links:
@@ -176,11 +174,11 @@ def cache_record_valid(path: Path, record: dict[str, Any]) -> bool:
 
 
 # ------------------------------------------------------------------------------- resolving
-def resolve(requirements: list[str], python_series: str, sources: Sources, deps: bool,
+def resolve(requirements: list[str], python: Interpreter | str, sources: Sources, deps: bool,
             log: Path | None = None) -> list[Pin]:
     with tempfile.TemporaryDirectory(prefix="builder-resolve-") as tmp:
         report = Path(tmp) / "report.json"
-        command = resolve_command(requirements, python_series, sources, deps, report)
+        command = resolve_command(requirements, python, sources, deps, report)
         done = subprocess.run(command, capture_output=True, text=True, env=pip_env())
         if log is not None:
             log.parent.mkdir(parents=True, exist_ok=True)
@@ -194,13 +192,13 @@ def resolve(requirements: list[str], python_series: str, sources: Sources, deps:
         return parse_report(json.loads(report.read_text()))
 
 
-def resolve_locally(index: DirectoryIndex, requirements: list[str], python_series: str, deps: bool,
+def resolve_locally(index: DirectoryIndex, requirements: list[str], python: Interpreter | str, deps: bool,
                     log: Path | None = None) -> list[Pin] | None:
     """The pins when the local index alone satisfies the requirements, else None."""
     if not (index.simple_dir / "index.html").is_file():
         return None
     try:
-        return resolve(requirements, python_series, Sources(index.simple_url()), deps, log)
+        return resolve(requirements, python, Sources(index.simple_url()), deps, log)
     except BuildError:
         return None
 
@@ -301,9 +299,11 @@ def download(pin: Pin, cache_dir: Path, progress: Progress | None = None, sessio
 
 
 # --------------------------------------------------------------------------------- the lot
-def lock_path(cache_dir: Path, requirements: list[str], python_series: str, sources: Sources, deps: bool) -> Path:
+def lock_path(cache_dir: Path, requirements: list[str], python: Interpreter | str, sources: Sources,
+              deps: bool) -> Path:
     """Where the last upstream resolution of exactly this request is recorded."""
-    key = json.dumps([sorted(requirements), python_series, PLATFORMS, sources.describe(), deps])
+    python = interpreter(python)
+    key = json.dumps([sorted(requirements), python.series, python.platforms, sources.describe(), deps])
     return cache_dir / "resolved" / (hashlib.sha256(key.encode()).hexdigest()[:32] + ".json")
 
 
@@ -323,7 +323,7 @@ def write_lock(path: Path, requirements: list[str], pins: list[Pin]) -> None:
     os.replace(tmp, path)
 
 
-def fetch(requirements: list[str], index: DirectoryIndex, cache_dir: Path, python_series: str,
+def fetch(requirements: list[str], index: DirectoryIndex, cache_dir: Path, python: Interpreter | str,
           index_url: str | None, find_links: list[str], deps: bool = True, log: Path | None = None,
           refresh: bool = False, progress: Progress | None = None, note: Note | None = None) -> FetchResult:
     """Make ``requirements`` installable from ``index`` for the target interpreter.
@@ -337,18 +337,18 @@ def fetch(requirements: list[str], index: DirectoryIndex, cache_dir: Path, pytho
         log.parent.mkdir(parents=True, exist_ok=True)
         log.write_text("")
     sources = Sources(index_url, tuple(find_links))
-    lock = lock_path(cache_dir, requirements, python_series, sources, deps)
+    lock = lock_path(cache_dir, requirements, python, sources, deps)
     in_index = {e.filename: e.sha256 for e in index.entries()}
     pins = None if refresh else read_lock(lock)
     if pins is None and not refresh:
-        local = resolve_locally(index, requirements, python_series, deps, log)
+        local = resolve_locally(index, requirements, python, deps, log)
         if local is not None:
             result.offline = True
             result.items = [Fetched(p, "present") for p in local]
             result.seconds = time.monotonic() - started
             return result
     if pins is None:
-        pins = resolve(requirements, python_series, sources, deps, log)
+        pins = resolve(requirements, python, sources, deps, log)
         write_lock(lock, requirements, pins)
     else:
         result.offline = True
@@ -413,10 +413,10 @@ def sources_for(source: str | None, index_url: str, find_links: list[str]) -> So
     if not source:
         return Sources(index_url, tuple(find_links))
     if source.startswith(("http://", "https://")):
-        return Sources(source, tuple(find_links))
+        return Sources(validate.http_url(source, "--from"), tuple(find_links))
     path = Path(unquote(urlparse(source).path)) if source.startswith("file://") else Path(source)
     if not path.is_dir():
-        raise BuildError(f"--from {source}: not a URL or an existing directory")
+        raise ValidationError(f"--from {source}: not a URL or an existing directory")
     if (path / "index.html").is_file():
         return Sources(path.absolute().as_uri() + "/", tuple(find_links))
     return Sources(None, (str(path.absolute()), *find_links))

@@ -24,6 +24,7 @@ from packaging.version import InvalidVersion, Version
 
 from builder.errors import BuildError, IndexError_
 from builder.index import DirectoryIndex, Entry
+from builder.interpreter import Interpreter, interpreter
 from builder.wheelmeta import normalize_name, parse_filename, read_metadata
 
 Note = Callable[[str], None]
@@ -34,22 +35,11 @@ def requires_dist(path: Path) -> list[str]:
     return list(read_metadata(path, parse_filename(path.name)).requires_dist)
 
 
-def marker_environment(python_series: str) -> dict[str, str]:
-    """The python stage's interpreter and platform, as PEP 508 markers see them.
-
-    ``platform_release``/``platform_version`` are left to the host's: a container runs
-    on the host's kernel."""
-    full = python_series if python_series.count(".") >= 2 else f"{python_series}.0"
-    return {"python_version": ".".join(python_series.split(".")[:2]), "python_full_version": full,
-            "implementation_name": "cpython", "implementation_version": full,
-            "platform_python_implementation": "CPython", "sys_platform": "linux", "platform_system": "Linux",
-            "platform_machine": "x86_64", "os_name": "posix", "extra": ""}
-
-
-def runtime_requirements(requires: list[str], python_series: str, extras: tuple[str, ...] = ()) -> list[str]:
+def runtime_requirements(requires: list[str], python: Interpreter | str,
+                         extras: tuple[str, ...] = ()) -> list[str]:
     """Requirements that apply to that interpreter, markers dropped. A requirement behind
     ``extra == "x"`` applies only when ``x`` is among ``extras`` (as ``pip install pkg[x]``)."""
-    env = marker_environment(python_series)
+    env = interpreter(python).markers()
     envs = [env] + [{**env, "extra": normalize_name(extra)} for extra in extras]
     out: list[str] = []
     for text in requires:
@@ -65,17 +55,14 @@ def runtime_requirements(requires: list[str], python_series: str, extras: tuple[
     return out
 
 
-def target_tags(python_series: str) -> frozenset[Tag]:
+def target_tags(python: Interpreter | str) -> frozenset[Tag]:
     """The wheel tags the python stage's interpreter installs (the platforms builder.fetch asks for)."""
-    from builder.fetch import PLATFORMS
-
-    version = tuple(int(p) for p in python_series.split(".")[:2])
-    abi = "cp" + "".join(str(p) for p in version)
-    return frozenset([*cpython_tags(version, [abi, "abi3", "none"], PLATFORMS),
-                      *compatible_tags(version, abi, PLATFORMS)])
+    python = interpreter(python)
+    return frozenset([*cpython_tags(python.version, [python.abi, "abi3", "none"], python.platforms),
+                      *compatible_tags(python.version, python.abi, python.platforms)])
 
 
-def installable(entry: Entry, tags: frozenset[Tag], python_series: str) -> bool:
+def installable(entry: Entry, tags: frozenset[Tag], python: Interpreter | str) -> bool:
     """Whether pip on the python stage would install this wheel (its tags, Requires-Python)."""
     try:
         wheel_tags = parse_wheel_filename(entry.filename)[3]
@@ -86,31 +73,31 @@ def installable(entry: Entry, tags: frozenset[Tag], python_series: str) -> bool:
     if not entry.requires_python:
         return True
     try:
-        full = marker_environment(python_series)["python_full_version"]
+        full = interpreter(python).markers()["python_full_version"]
         return SpecifierSet(entry.requires_python).contains(full, prereleases=True)
     except InvalidSpecifier:
         return True  # pip ignores an unparsable Requires-Python too
 
 
-def satisfied_by(entries: list[Entry], requirement: str, python_series: str = "3.11") -> bool:
+def satisfied_by(entries: list[Entry], requirement: str, python: Interpreter | str = "3.11") -> bool:
     req = Requirement(requirement)
-    tags = target_tags(python_series)
+    tags = target_tags(python)
     for entry in entries:
         if normalize_name(entry.name) != normalize_name(req.name):
             continue
         try:
             if (req.specifier.contains(Version(entry.version), prereleases=True)
-                    and installable(entry, tags, python_series)):
+                    and installable(entry, tags, python)):
                 return True
         except InvalidVersion:
             continue
     return False
 
 
-def unmet(index: DirectoryIndex, requirements: list[str], python_series: str = "3.11") -> list[str]:
+def unmet(index: DirectoryIndex, requirements: list[str], python: Interpreter | str = "3.11") -> list[str]:
     """The requirements no wheel in the index satisfies for that interpreter."""
     entries = index.entries()
-    return [r for r in requirements if not satisfied_by(entries, r, python_series)]
+    return [r for r in requirements if not satisfied_by(entries, r, python)]
 
 
 def fetch_dependencies(cfg, index: DirectoryIndex, filenames: list[str], note: Note,  # noqa: ANN001
@@ -121,12 +108,13 @@ def fetch_dependencies(cfg, index: DirectoryIndex, filenames: list[str], note: N
     pip), so it can run after every add."""
     from builder.fetch import completion_notes, default_cache_dir, fetch
 
+    python = Interpreter.of(cfg)
     wanted: list[str] = []
     for filename in filenames:
-        for req in runtime_requirements(requires_dist(index.files_dir / filename), cfg.python.version, extras):
+        for req in runtime_requirements(requires_dist(index.files_dir / filename), python, extras):
             if req not in wanted:
                 wanted.append(req)
-    missing = unmet(index, wanted, cfg.python.version)
+    missing = unmet(index, wanted, python)
     # Packages builder itself builds (torch for a torch_xla) come from this index only: an
     # unmet one is the user's to build or import, never a multi-GB surprise from PyPI.
     from builder.recipes import RECIPES
@@ -141,7 +129,7 @@ def fetch_dependencies(cfg, index: DirectoryIndex, filenames: list[str], note: N
         return "dependencies: all in the index"
     cache = default_cache_dir(cfg.data_dir, cfg.prebuilt.download_cache)
     try:
-        result = fetch(missing, index, cache, cfg.python.version, cfg.prebuilt.index_url, cfg.prebuilt.find_links,
+        result = fetch(missing, index, cache, python, cfg.prebuilt.index_url, cfg.prebuilt.find_links,
                        log=cfg.logs_dir / "fetch-dependencies.log", progress=completion_notes(note), note=note)
     except BuildError as exc:
         raise BuildError(f"{', '.join(filenames)} published, but not its dependencies: {exc.message}",

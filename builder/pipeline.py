@@ -30,6 +30,7 @@ from builder.fetch import completion_notes, default_cache_dir, fetch
 from builder.images import StageResult, build_stages, compiler_banners, prepare_base
 from builder.index import DirectoryIndex, Entry
 from builder.index_deps import fetch_dependencies
+from builder.interpreter import Interpreter
 from builder.manifest import PROVENANCE_TOOLS, ImageRef, Provenance
 from builder.pairing import check_config, check_pair
 from builder.pins import plan_pair, torch_source_version, unpinned_xla_version
@@ -142,7 +143,7 @@ def ensure_prebuilt(cfg: Config, index: DirectoryIndex, recipe: Recipe, version:
     if entry is None:
         note(f"{recipe.project} {version}: not in the local index, fetching it with its dependencies ...")
         cache = default_cache_dir(cfg.data_dir, cfg.prebuilt.download_cache)
-        fetched = fetch([f"{recipe.project}=={version}"], index, cache, cfg.python.version, cfg.prebuilt.index_url,
+        fetched = fetch([f"{recipe.project}=={version}"], index, cache, Interpreter.of(cfg), cfg.prebuilt.index_url,
                         cfg.prebuilt.find_links, log=cfg.logs_dir / f"fetch-{recipe.name}.log",
                         progress=completion_notes(note), note=note)
         note(f"{recipe.project} {version}: {fetched.summary()}")

@@ -73,8 +73,8 @@ def resolve_ref(url: str, ref: str) -> ResolvedRef:
     try:
         url = validate.repo_url(url, "repository URL")
         ref = validate.git_ref(ref, "ref")
-    except ValidationError as exc:
-        raise RefError(exc.message, exc.hint) from None
+    except ValidationError as exc:  # a malformed value, not a missing ref: a usage error
+        raise RefError(exc.message, exc.hint, exit_code=exc.exit_code) from None
     if re.fullmatch(r"[0-9a-f]{40}", ref):
         ls_remote(url, "HEAD")  # reachable; the SHA itself is checked when it is fetched
         return ResolvedRef(url, ref, ref)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import re
 import time
 import uuid
 from collections.abc import Callable, Iterator, Mapping
@@ -26,7 +27,7 @@ from urllib.parse import unquote, urljoin, urlsplit, urlunsplit
 import requests
 
 from builder import __version__, validate
-from builder.errors import UploadError
+from builder.errors import UploadError, ValidationError
 from builder.wheelmeta import CHUNK, WheelInfo, file_digests, inspect_wheel
 
 PASSWORD_ENV = "BUILDER_INDEX_PASSWORD"
@@ -66,11 +67,15 @@ class PushResult:
 # ---------------------------------------------------------------- pure helpers
 def split_credentials(url: str) -> tuple[str, str | None, str | None]:
     """``http://u:p@host/x/`` -> (``http://host/x/``, u, p); messages only ever show the first."""
-    parts = urlsplit(url)
+    shown = re.sub(r"(?<=://)[^/?#]*@", "***@", url)  # what a message may echo: never the password
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:  # http://[::1/ and other broken IPv6 literals
+        raise ValidationError(f"index URL {shown!r} is not a valid URL ({exc})") from None
     try:
         port = parts.port
     except ValueError:
-        raise UploadError(f"index URL {url.split('@')[-1]!r} has an invalid port") from None
+        raise ValidationError(f"index URL {shown!r} has an invalid port") from None
     if parts.username is None and parts.password is None:
         return url, None, None
     host = parts.hostname or ""

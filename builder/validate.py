@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 import shlex
-from urllib.parse import urlparse
+from urllib.parse import ParseResult, urlparse
 
 from builder.errors import ValidationError
 
@@ -35,6 +35,7 @@ _WHEEL_NAME = re.compile(
     r"^(?P<name>[A-Za-z0-9_.]+)-(?P<version>[A-Za-z0-9_.!+]+)(-(?P<build>[0-9][A-Za-z0-9_.]*))?"
     r"-(?P<py>[A-Za-z0-9_.]+)-(?P<abi>[A-Za-z0-9_.]+)-(?P<plat>[A-Za-z0-9_.]+)\.whl$"
 )
+_USERINFO = re.compile(r"(?<=://)[^/?#]*@")
 _ALLOWED_URL_SCHEMES = {"https", "http", "file", "ssh", "git"}
 
 
@@ -57,6 +58,21 @@ def _match(field: str, value: object, pattern: re.Pattern[str], what: str) -> st
     return text
 
 
+def _shown(url: str) -> str:
+    """A URL as a message may show it: a password (or token) in it replaced by ***."""
+    return _USERINFO.sub("***@", url)
+
+
+def _parse_url(field: str, text: str) -> ParseResult:
+    """urlparse, with its ValueError (``http://[::1/``, a bad port) as a ValidationError."""
+    try:
+        parsed = urlparse(text)
+        parsed.port  # noqa: B018 - raises on a port that is not a number in 0-65535
+    except ValueError as exc:
+        raise ValidationError(f"{field} {_shown(text)!r} is not a valid URL ({exc})") from None
+    return parsed
+
+
 def git_ref(value: object, field: str = "ref") -> str:
     """A branch, tag or SHA: no leading '-' (git option injection), no '..', no shell syntax."""
     text = _match(field, value, _GIT_REF, "git ref (letters, digits, . _ / + -)")
@@ -73,19 +89,19 @@ def repo_url(value: object, field: str = "repo") -> str:
     """A git URL with an allowed scheme; never an option (``--upload-pack=...``)."""
     text = _common(field, value)
     if text.startswith("-"):
-        raise ValidationError(f"{field} {text!r} looks like a command-line option, not a URL")
+        raise ValidationError(f"{field} {_shown(text)!r} looks like a command-line option, not a URL")
     if any(c in text for c in " \t;|&$`\\\"'<>(){}*?"):
-        raise ValidationError(f"{field} {text!r} contains characters not allowed in a repository URL")
-    parsed = urlparse(text)
+        raise ValidationError(f"{field} {_shown(text)!r} contains characters not allowed in a repository URL")
+    parsed = _parse_url(field, text)
     if parsed.scheme not in _ALLOWED_URL_SCHEMES:
         raise ValidationError(
-            f"{field} {text!r} has no allowed scheme",
+            f"{field} {_shown(text)!r} has no allowed scheme",
             "use https://, http://, ssh://, git:// or file:///path",
         )
     if parsed.scheme == "file" and (parsed.netloc not in ("", "localhost") or not parsed.path.startswith("/")):
-        raise ValidationError(f"{field} {text!r} must be an absolute file:///path")
+        raise ValidationError(f"{field} {_shown(text)!r} must be an absolute file:///path")
     if "::" in text:
-        raise ValidationError(f"{field} {text!r} uses git's transport syntax, which is not allowed")
+        raise ValidationError(f"{field} {_shown(text)!r} uses git's transport syntax, which is not allowed")
     return text
 
 
@@ -133,10 +149,10 @@ def snapshot(value: object, field: str = "snapshot") -> str:
 def http_url(value: object, field: str = "url") -> str:
     text = _common(field, value)
     if any(c in text for c in " \t;|&$`\\\"'<>(){}"):
-        raise ValidationError(f"{field} {text!r} contains characters not allowed in a URL")
-    parsed = urlparse(text)
+        raise ValidationError(f"{field} {_shown(text)!r} contains characters not allowed in a URL")
+    parsed = _parse_url(field, text)
     if parsed.scheme not in {"http", "https"} or not parsed.netloc:
-        raise ValidationError(f"{field} {text!r} is not an http(s) URL")
+        raise ValidationError(f"{field} {_shown(text)!r} is not an http(s) URL")
     return text
 
 

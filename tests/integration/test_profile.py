@@ -62,7 +62,7 @@ def test_trace_covers_stages_steps_and_units_without_overlap(env, cold):
             tracks.setdefault((e["pid"], e["tid"]), []).append((e["ts"], e["ts"] + e["dur"]))
     for spans in tracks.values():
         spans.sort()
-        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
+        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False))
 
 
 def test_one_file_change_is_the_only_miss_and_the_diff_names_it(env, cold):

@@ -67,9 +67,89 @@ def test_missing_explicit_file(tmp_path):
         find_config_file(str(tmp_path / "nope.toml"), {})
 
 
-def test_unknown_env_variable():
-    with pytest.raises(ConfigError, match="BUILDER_TOOLCHAIN"):
-        load_config(None, {"BUILDER_TOOLCHAINX_GCC": "1"})
+def test_unknown_key_of_a_known_section_in_env_suggests_the_closest():
+    with pytest.raises(ConfigError) as info:
+        load_config(None, {"BUILDER_TOOLCHAIN_GCCC": "1"})
+    assert info.value.message == "environment variable BUILDER_TOOLCHAIN_GCCC: no setting toolchain.gccc"
+    assert info.value.hint.startswith("did you mean BUILDER_TOOLCHAIN_GCC? known keys in [toolchain]: ")
+    assert info.value.exit_code == 2
+
+
+def test_builder_variables_outside_known_sections_are_ignored():
+    cfg = load_config(None, {"BUILDER_TOOLCHAINX_GCC": "1", "BUILDER_DEBUG": "1", "BUILDER_TEST_DOWNLOADS": "/x"})
+    assert cfg == load_config(None, {})
+
+
+@pytest.mark.parametrize(("name", "value", "words"), [
+    ("BUILDER_BUILD_JOBS", "-3", "between 0 and 4096"),
+    ("BUILDER_BUILD_JOBS", "99999999999999999999", "between 0 and 4096"),
+    ("BUILDER_BUILD_MEMORY_PER_JOB_GIB", "nan", "finite"),
+    ("BUILDER_BUILD_CPU_LIMIT", "inf", "finite"),
+    ("BUILDER_BUILD_CPU_LIMIT", "-1", "between 0"),
+    ("BUILDER_BUILD_MEMORY_LIMIT_GIB", "1e300", "between 0"),
+    ("BUILDER_BUILD_MIN_FREE_DISK_GIB", "-0.5", "between 0"),
+])
+def test_numbers_are_range_checked(name, value, words):
+    with pytest.raises(ConfigError, match=words):
+        load_config(None, {name: value})
+
+
+@pytest.mark.parametrize("text", ["[build]\ncpu_limit = inf\n", "[build]\nmemory_per_job_gib = nan\n",
+                                  "[build]\njobs = -1\n", "[build]\njobs = 123456789012345678901234567890\n"])
+def test_numbers_in_the_file_are_range_checked(tmp_path, text):
+    with pytest.raises(ConfigError, match=r"builder.toml:2: build\."):
+        load_config(write(tmp_path, text), {})
+
+
+def test_paths_are_expanded_and_absolute_once(tmp_path, monkeypatch):
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    monkeypatch.setenv("WHERE", "elsewhere")
+    monkeypatch.chdir(tmp_path)
+    cfg = load_config(None, {"BUILDER_DATA_DIR": "~/bd", "BUILDER_INDEX_DIR": "rel/index",
+                             "BUILDER_PREBUILT_DOWNLOAD_CACHE": "$WHERE/dl", "BUILDER_CACHE_CCACHE": "path:~/cc"})
+    assert cfg.data_dir == str(tmp_path / "home" / "bd")
+    assert cfg.index_dir == tmp_path / "rel" / "index"
+    assert cfg.prebuilt.download_cache == str(tmp_path / "elsewhere" / "dl")
+    assert cfg.cache.ccache == f"path:{tmp_path}/home/cc"
+    assert cfg.logs_dir == tmp_path / "home" / "bd" / "logs"
+
+
+def test_relative_paths_in_the_file_are_relative_to_it(tmp_path, monkeypatch):
+    (tmp_path / "conf").mkdir()
+    path = tmp_path / "conf" / "builder.toml"
+    path.write_text('data_dir = "data"\n[ca]\nextra_certificates = "../ca.pem"\n'
+                    '[prebuilt]\nfind_links = ["wheels", "https://example.org/w/"]\n')
+    monkeypatch.chdir("/")
+    cfg = load_config(path, {})
+    assert cfg.data_dir == str(tmp_path / "conf" / "data")
+    assert cfg.ca.extra_certificates == str(tmp_path / "ca.pem")
+    assert cfg.prebuilt.find_links == [str(tmp_path / "conf" / "wheels"), "https://example.org/w/"]
+
+
+def test_unset_variable_in_a_path_is_an_error(monkeypatch):
+    monkeypatch.delenv("NO_SUCH_VAR_I16", raising=False)
+    with pytest.raises(ConfigError, match=r"\$NO_SUCH_VAR_I16, which is not set"):
+        load_config(None, {"BUILDER_DATA_DIR": "$NO_SUCH_VAR_I16/x"})
+
+
+def test_control_characters_are_refused(tmp_path):
+    with pytest.raises(ConfigError, match="control character"):
+        load_config(write(tmp_path, 'data_dir = "/tmp/a\\u0000b"\n'), {})
+    with pytest.raises(ConfigError, match="control character"):
+        load_config(None, {"BUILDER_INDEX_DIR": "/tmp/\x1b[2Jx"})
+
+
+def test_non_utf8_file_is_one_error(tmp_path):
+    path = tmp_path / "builder.toml"
+    path.write_bytes(b'[toolchain]\ngcc = "12\xff"\n')
+    with pytest.raises(ConfigError, match=r"builder.toml:2: not UTF-8 text \(byte 0xff\)"):
+        load_config(path, {})
+
+
+def test_unknown_section_suggests_the_closest(tmp_path):
+    with pytest.raises(ConfigError) as info:
+        load_config(write(tmp_path, "[biuld]\njobs = 1\n"), {})
+    assert info.value.hint.startswith("did you mean [build]? known sections: ")
 
 
 def test_hostile_pin_rejected(tmp_path):

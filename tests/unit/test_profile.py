@@ -50,7 +50,7 @@ def test_slots_never_overlap():
         by_slot.setdefault(u.slot, []).append((u.start_ms, u.end_ms))
     for spans in by_slot.values():
         spans.sort()
-        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:]))
+        assert all(a[1] <= b[0] for a, b in zip(spans, spans[1:], strict=False))
 
 
 def test_misses_are_explained_against_the_previous_build():
