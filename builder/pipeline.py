@@ -479,7 +479,12 @@ def run_wheels(cfg: Config, request: Request, note: Note) -> Report:
             assert target.ref is not None
             requirements, deps = prepare_deps(engine, cfg, target.ref, python_stage, note, recipe.name, lock)
             report.stages.append(deps)
-            outcome = build_target(engine, cfg, index, recipe, target.ref, request, report, deps,
+            jobs, why = profile.memory_aware_jobs(choose_jobs, request.jobs or cfg.build.jobs,
+                                                  cfg.build.memory_per_job_gib,
+                                                  profile.latest(cfg.data_dir, recipe.project))
+            if why:
+                note(f"{recipe.project}: {why}")
+            outcome = build_target(engine, cfg, index, recipe, target.ref, request, replace(report, jobs=jobs), deps,
                                    torch_outcome, note, provenance, requirements, torch_url)
         note(f"{recipe.project}: {outcome.status} {outcome.filename}")
         report.timeline.append((recipe.project, step_started, time.time() - step_started, outcome.status))

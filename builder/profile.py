@@ -49,6 +49,7 @@ class Profile:
     jobs: int
     units: list[Unit] = field(default_factory=list)
     version: int = PROFILE_VERSION
+    peak_memory_bytes: int = 0  # the build container's peak (cgroup), 0: unknown
 
     def totals(self) -> dict[str, Any]:
         counts = {r: sum(1 for u in self.units if u.result == r) for r in RESULTS}
@@ -60,12 +61,18 @@ class Profile:
 
     def as_dict(self) -> dict[str, Any]:
         return {"version": self.version, "package": self.package, "wheel": self.wheel, "jobs": self.jobs,
-                "totals": self.totals(), "units": [asdict(u) for u in self.units]}
+                "peak_memory_bytes": self.peak_memory_bytes, "totals": self.totals(),
+                "units": [asdict(u) for u in self.units]}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Profile:
         return cls(data["package"], data["wheel"], data["jobs"], [Unit(**u) for u in data["units"]],
-                   data.get("version", PROFILE_VERSION))
+                   data.get("version", PROFILE_VERSION), data.get("peak_memory_bytes", 0))
+
+    @property
+    def memory_per_job_gib(self) -> float:
+        """Observed peak memory per job (0.0 when unknown)."""
+        return self.peak_memory_bytes / max(1, self.jobs) / 1024 ** 3
 
 
 def parse_ninja_log(text: str) -> list[tuple[int, int, str, str]]:
@@ -262,3 +269,19 @@ def trace_events(stages: list[tuple[str, float, float, bool]], steps: list[tuple
                            "dur": max(1, (unit.end_ms - unit.start_ms) * 1000),
                            "args": {"result": unit.result, **({"why": unit.why} if unit.why else {})}})
     return {"traceEvents": events, "displayTimeUnit": "ms"}
+
+
+def memory_aware_jobs(choose, requested: int, configured_gib: float, previous: Profile | None
+                      ) -> tuple[int, str]:
+    """Jobs for a build: ``requested`` when set; else ``choose(0, GiB per job)`` with the
+    larger of the configured GiB per job and what the package's last build used per job
+    (so a build that nearly ran out of memory does not run as wide again). Returns
+    (jobs, why) with ``why`` empty when the configured figure decided."""
+    if requested > 0:
+        return requested, ""
+    observed = previous.memory_per_job_gib if previous else 0.0
+    if observed <= configured_gib:
+        return choose(0, configured_gib), ""
+    jobs = choose(0, observed)
+    return jobs, (f"{jobs} jobs: its last build peaked at {previous.peak_memory_bytes / 1024 ** 3:.1f} GiB with "
+                  f"{previous.jobs} jobs ({observed:.2f} GiB per job > [build] memory_per_job_gib {configured_gib:g})")

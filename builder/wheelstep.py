@@ -174,6 +174,10 @@ def record_profile(root: Path | None, recipe: Recipe, wheel: str, jobs: int, tre
         stats_log = ""
     made = profile.make_profile(recipe.project, wheel, jobs, ninja_log, stats_log,
                                 profile.latest(root, recipe.project))
+    try:
+        made.peak_memory_bytes = int((out / "memory-peak").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
     return profile.save(root, made)
 
 

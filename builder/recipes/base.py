@@ -85,6 +85,9 @@ class Recipe:
             f"cd {shlex.quote(self.source_dir)}",
             " ".join(shlex.quote(a) for a in self.build_command(ctx.backend)),
             f"ccache --print-stats > {OUT_MOUNT}/ccache-after.tsv 2>/dev/null || true",
+            # the container's peak memory (cgroup v2, else v1): the next build's job count uses it
+            "{ cat /sys/fs/cgroup/memory.peak || cat /sys/fs/cgroup/memory/memory.max_usage_in_bytes; } "
+            f"> {OUT_MOUNT}/memory-peak 2>/dev/null || true",
         ]
         return "\n".join(lines) + "\n"
 

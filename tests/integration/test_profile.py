@@ -48,6 +48,7 @@ def test_cold_build_profiles_every_unit_as_a_miss(env, cold):
     assert all(u["result"] == "miss" and u["end_ms"] >= u["start_ms"] for u in units)
     assert all(u["output"].endswith(u["source"] + ".o") for u in units)  # ccache's record of each found
     assert all(u["why"] for u in units)
+    assert profile["peak_memory_bytes"] > 10 * 1024 ** 2  # the container's cgroup peak, recorded
 
 
 def test_trace_covers_stages_steps_and_units_without_overlap(env, cold):

@@ -87,3 +87,16 @@ def test_trace_is_chrome_trace_json():
     complete = [e for e in trace["traceEvents"] if e["ph"] == "X"]
     assert {e["cat"] for e in complete} >= {"stage", "step", "miss", "direct_hit"}
     assert all(isinstance(e["ts"], int) and e["dur"] > 0 for e in complete)
+
+
+def test_jobs_follow_the_memory_the_last_build_used():
+    def choose(requested, gib):  # 8 cores, 16 GiB available
+        return requested or max(1, min(8, int(16 // gib)))
+
+    assert prof.memory_aware_jobs(choose, 3, 2.0, None) == (3, "")  # asked for: kept
+    assert prof.memory_aware_jobs(choose, 0, 2.0, None) == (8, "")
+    light = prof.Profile("torch", "w", 8, peak_memory_bytes=8 * 1024 ** 3)  # 1 GiB per job
+    assert prof.memory_aware_jobs(choose, 0, 2.0, light) == (8, "")
+    heavy = prof.Profile("torch", "w", 4, peak_memory_bytes=16 * 1024 ** 3)  # 4 GiB per job
+    jobs, why = prof.memory_aware_jobs(choose, 0, 2.0, heavy)
+    assert jobs == 4 and "peaked at 16.0 GiB with 4 jobs (4.00 GiB per job" in why
