@@ -10,6 +10,7 @@ from rich.table import Table
 from builder.cli import MAX_JOBS, app, get_config, handle_errors, in_range
 from builder.console import err, out
 from builder.pipeline import Report, Request, run_wheels
+from builder.progress import Reporter
 
 
 def report_table(report: Report) -> Table:
@@ -124,7 +125,11 @@ def wheels_cmd(
                               markup=False)
         print_dry_run(cfg, None)
         return
-    report = run_wheels(cfg, request, lambda text: err.print(text, markup=False, highlight=False))
+    reporter = Reporter(err)
+    try:
+        report = run_wheels(cfg, request, reporter.note, progress=reporter.step)
+    finally:
+        reporter.close()
     if push:
         push_report(cfg.index_dir, report, push, push_user)
     if as_json:

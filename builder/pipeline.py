@@ -35,6 +35,7 @@ from builder.manifest import PROVENANCE_TOOLS, ImageRef, Provenance
 from builder.pairing import check_config, check_pair
 from builder.pins import plan_pair, torch_source_version, unpinned_xla_version
 from builder.plan import deps_stage, image_stages
+from builder.progress import StepProgress
 from builder.recipes import BuildContext, get_recipe
 from builder.recipes.base import BAZEL_CACHE_MOUNT, INDEX_MOUNT, Recipe, pip_from_local_index
 from builder.recipes.xla import BAZEL_DISK_CACHE, BAZELISK_HOME
@@ -300,11 +301,12 @@ def package_lock(cfg: Config, name: str, note: Note) -> Iterator[None]:
 def build_target(engine: Engine, cfg: Config, index: DirectoryIndex, recipe: Recipe, ref: ResolvedRef,
                  request: Request, report: Report, stage: StageResult, torch_outcome: StepOutcome | None,
                  note: Note, provenance: Provenance | None = None,
-                 requirements: BuildRequirements | None = None, torch_url: str = "") -> StepOutcome:
+                 requirements: BuildRequirements | None = None, torch_url: str = "",
+                 progress: StepProgress | None = None) -> StepOutcome:
     """Reuse the wheel whose key is already in the index, else check out and compile."""
     with package_lock(cfg, recipe.name, note):
         return _build_target(engine, cfg, index, recipe, ref, request, report, stage, torch_outcome, note,
-                             provenance, requirements, torch_url)
+                             provenance, requirements, torch_url, progress)
 
 
 def commit_requirements(cfg: Config, ref: ResolvedRef, label: str) -> BuildRequirements:
@@ -333,7 +335,8 @@ def prepare_deps(engine: Engine, cfg: Config, ref: ResolvedRef, python_stage: St
 def _build_target(engine: Engine, cfg: Config, index: DirectoryIndex, recipe: Recipe, ref: ResolvedRef,
                   request: Request, report: Report, stage: StageResult, torch_outcome: StepOutcome | None,
                   note: Note, provenance: Provenance | None = None,
-                  requirements: BuildRequirements | None = None, torch_url: str = "") -> StepOutcome:
+                  requirements: BuildRequirements | None = None, torch_url: str = "",
+                  progress: StepProgress | None = None) -> StepOutcome:
     against_torch = torch_outcome if recipe.name != "torch" else None
     requirements = requirements or BuildRequirements("", (), ())
     ctx = BuildContext(
@@ -382,7 +385,8 @@ def _build_target(engine: Engine, cfg: Config, index: DirectoryIndex, recipe: Re
             log_path, network=cfg.build.network,
             user=user, nano_cpus=int(cfg.build.cpu_limit * 1e9) or None,
             mem_limit=f"{int(cfg.build.memory_limit_gib * 1024)}m" if cfg.build.memory_limit_gib else None,
-            torch_sha256=torch_sha, provenance=provenance, torch_tree=torch_tree, profiles_root=Path(cfg.data_dir))
+            torch_sha256=torch_sha, provenance=provenance, torch_tree=torch_tree, profiles_root=Path(cfg.data_dir),
+            progress=progress)
     except BuildError as exc:
         raise explain_failure(exc, log_path, recipe, ref, requirements, cfg) from exc
     record_last_build(cfg, outcome)
@@ -440,7 +444,7 @@ def run_smoke(engine: Engine, cfg: Config, index: DirectoryIndex, stage: StageRe
     return "passed"
 
 
-def run_wheels(cfg: Config, request: Request, note: Note) -> Report:
+def run_wheels(cfg: Config, request: Request, note: Note, progress: StepProgress | None = None) -> Report:
     started = time.monotonic()
     report = Report()
     targets = plan_targets(cfg, request)  # bad refs fail here, before any Docker call
@@ -485,7 +489,7 @@ def run_wheels(cfg: Config, request: Request, note: Note) -> Report:
             if why:
                 note(f"{recipe.project}: {why}")
             outcome = build_target(engine, cfg, index, recipe, target.ref, request, replace(report, jobs=jobs), deps,
-                                   torch_outcome, note, provenance, requirements, torch_url)
+                                   torch_outcome, note, provenance, requirements, torch_url, progress)
         note(f"{recipe.project}: {outcome.status} {outcome.filename}")
         report.timeline.append((recipe.project, step_started, time.time() - step_started, outcome.status))
         if target.ref is not None:  # a prebuilt wheel was fetched with its dependencies

@@ -24,6 +24,7 @@ from builder.errors import BuildError
 from builder.index import DirectoryIndex
 from builder.manifest import Provenance, StepRecord, build_manifest
 from builder.normalize import NORMALIZER_VERSION, normalize_wheel
+from builder.progress import LogTee, StepProgress
 from builder.recipes.base import BAZEL_CACHE_MOUNT, INDEX_MOUNT, OUT_MOUNT, TORCH_CHECKOUT, BuildContext, Recipe
 from builder.sources import SourceTree
 
@@ -104,7 +105,7 @@ def run_step(engine: Engine, index: DirectoryIndex, recipe: Recipe, ctx: BuildCo
              network: str = "host", user: str | None = None, nano_cpus: int | None = None,
              mem_limit: str | None = None, torch_sha256: str = "",
              provenance: Provenance | None = None, torch_tree: SourceTree | None = None,
-             profiles_root: Path | None = None) -> StepOutcome:
+             profiles_root: Path | None = None, progress: StepProgress | None = None) -> StepOutcome:
     """Compile in a container and publish the wheel (the caller checked ``key`` is not built)."""
     env = {**container_env(recipe, ctx), **mounts.ccache_env}
     started_wall = time.time()
@@ -129,7 +130,7 @@ def run_step(engine: Engine, index: DirectoryIndex, recipe: Recipe, ctx: BuildCo
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with log_path.open("w") as log:
             log.write(f"# {recipe.name} {tree.sha} key {key}\n# image {image_tag}\n")
-            result = engine.run(spec, log)
+            result = engine.run(spec, LogTee(log, recipe.project, progress) if progress else log)
         if result.exit_code != 0:
             raise BuildError(f"building {recipe.project} from {tree.sha[:12]} failed (exit {result.exit_code})",
                              f"see the log {log_path}")

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -126,7 +127,8 @@ def test_two_concurrent_runs_both_succeed(setup, engine):
     out2, err2 = second.communicate(timeout=900)
     assert first.returncode == 0, err1
     assert second.returncode == 0, err2
-    statuses = sorted(line.split(":")[1].split()[0] for line in (err1 + err2).splitlines()
+    lines = [re.sub(r"^\[\s*[0-9.]+s\] ", "", line) for line in (err1 + err2).splitlines()]  # timed lines
+    statuses = sorted(line.split(":")[1].split()[0] for line in lines
                       if line.startswith("torch: ") and (" built " in line or " reused " in line))
     assert statuses == ["built", "reused"]
     assert "waiting for it" in err1 + err2
