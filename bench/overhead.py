@@ -14,8 +14,9 @@ reruns. Printed: medians with the spread (min..max) and the ratios:
   builder's fixed per-run cost      = (1) - (2)              (target < 3 s: refs, mirror,
                                      stage look-ups, cache set-up containers, checkout, publish)
   no-op rerun                                                (target < 1 s)
-Needs Docker (the fixture images are built on the first run), cmake and ninja come from
-the venv. Not a test: it asserts nothing.
+Needs Docker (the fixture images are built on the first run) and gcc + ccache on the host
+(apt-get install gcc g++ ccache: the image's versions on Debian bookworm); cmake and ninja
+come from the venv. Not a test: it asserts nothing.
 """
 
 from __future__ import annotations
@@ -50,9 +51,9 @@ def spread(values: list[float]) -> str:
     return f"{statistics.median(values):7.2f} s ({min(values):.2f}..{max(values):.2f}, n={len(values)})"
 
 
-def build_env(jobs: int, ccache_dir: str) -> dict[str, str]:
-    return {"MAX_JOBS": str(jobs), "CMAKE_BUILD_PARALLEL_LEVEL": str(jobs), "USE_CUDA": "0", "BUILD_TEST": "0",
-            "CMAKE_C_COMPILER_LAUNCHER": "ccache", "CMAKE_CXX_COMPILER_LAUNCHER": "ccache",
+def build_env(recorded: dict[str, str], jobs: int, ccache_dir: str) -> dict[str, str]:
+    """The env builder's step ran with (from the wheel's manifest), jobs and a fresh cache."""
+    return {**recorded, "MAX_JOBS": str(jobs), "CMAKE_BUILD_PARALLEL_LEVEL": str(jobs),
             "CCACHE_DIR": ccache_dir, "CCACHE_NOHASHDIR": "1"}
 
 
@@ -74,6 +75,10 @@ def main() -> None:
         report = json.loads(done.stdout)
         jobs = report["jobs"]
         deps = next(s for s in report["stages"] if s["name"] == "deps")["tag"]
+        manifest = json.loads((root / "data" / "index" / "files" /
+                               f"{report['wheels'][0]['filename']}.manifest.json").read_text())
+        recorded = {k: v for k, v in manifest["predicate"]["buildDefinition"]["internalParameters"]["env"].items()
+                    if k not in ("PYTORCH_BUILD_VERSION", "PYTORCH_BUILD_NUMBER")}
         tree = root / "data" / "src" / "torch"
         host_tree = root / "host-src"
         shutil.copytree(tree, host_tree, symlinks=True, ignore=shutil.ignore_patterns("build"))
@@ -88,7 +93,7 @@ def main() -> None:
             volumes.append(volume)
             seconds, _ = timed([*base, "--ccache", f"volume:{volume}", "--torch-version", f"2.99.0a{i + 1}"])
             builder_runs.append(seconds)
-            env = build_env(jobs, "/tmp/ccache")
+            env = build_env(recorded, jobs, "/tmp/ccache")
             args = [a for k, v in env.items() for a in ("-e", f"{k}={v}")]
             seconds, _ = timed(["docker", "run", "--rm", "--network", "none", "-v", f"{tree}:/src/torch",
                                 "-w", "/src/torch", *args, deps, "sh", "-c",
@@ -96,7 +101,7 @@ def main() -> None:
             container_runs.append(seconds)
             shutil.rmtree(host_tree / "build", ignore_errors=True)
             host_cc = root / f"host-ccache-{i}"
-            env = {**os.environ, **build_env(jobs, str(host_cc)), "CCACHE_BASEDIR": str(host_tree),
+            env = {**os.environ, **build_env(recorded, jobs, str(host_cc)), "CCACHE_BASEDIR": str(host_tree),
                    "PATH": f"{venv / 'bin'}:{os.environ.get('PATH', '')}"}
             seconds, _ = timed([str(venv / "bin" / "python"), *PEP517[1:], "--outdir", str(root / "host-dist")],
                                cwd=host_tree, env=env)

@@ -90,6 +90,9 @@ def nightly_cmd(
     for step in report.steps:
         if step.log_path and step.log_path.is_file():
             shutil.copy(step.log_path, run_dir / step.log_path.name)
+    if report.trace and report.trace.is_file():  # the run's Chrome trace travels with the report
+        shutil.copy(report.trace, run_dir / "trace.json")
+        data["trace"] = str(run_dir / "trace.json")
     state.last = {"torch": plan.torch_sha, "xla": plan.xla_sha}
     state.runs[plan.date] = plan.serial + 1
     state.save(state_path)

@@ -53,6 +53,9 @@ def test_nightly_twice_then_after_a_commit(env, tmp_path):
     assert all(w["status"] == "built" for w in wheels.values())
     assert report["smoke"] == "passed"
     assert {s["name"] for s in report["stages"]} == {"base", "toolchain", "python", "deps"}
+    trace = json.loads(open(report["trace"]).read())  # the run's Chrome trace, linked and kept with the report
+    assert report["trace"] == str(env["root"] / "reports" / "first" / "trace.json")
+    assert {e["cat"] for e in trace["traceEvents"] if e["ph"] == "X"} >= {"stage", "step", "miss"}
 
     second, again = nightly(env, "second")
     assert second.returncode == 3, second.stderr
