@@ -198,6 +198,7 @@ def _register() -> None:
     from builder import (  # noqa: F401
         cli_cache,
         cli_demo,
+        cli_dist,
         cli_images,
         cli_index,
         cli_nightly,

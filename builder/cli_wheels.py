@@ -22,10 +22,18 @@ def report_table(report: Report) -> Table:
                       "", "", "")
     for o in report.steps:
         table.add_row(o.project, o.key[:12], o.status, f"{o.seconds:.1f}",
-                      o.ccache.summary() if o.ccache else "", o.filename, o.sha256[:16])
+                      dist_summary(o.dist) if o.dist else (o.ccache.summary() if o.ccache else ""), o.filename,
+                      o.sha256[:16])
     if report.xla_smoke:
         table.caption = f"xla smoke ({report.smoke}): {report.xla_smoke['summary']}"
     return table
+
+
+def dist_summary(d: dict) -> str:
+    servers = ", ".join(f"{k} {v}" for k, v in sorted(d.get("dist_servers", {}).items()))
+    return (f"sccache-dist: {d.get('dist_compiles', 0)} distributed ({servers or 'none'}), "
+            f"{d.get('local_compiles', 0)} local (fallbacks {d.get('dist_failed', 0)}), "
+            f"cache hits {d.get('cache_hits', 0)}, misses {d.get('cache_misses', 0)}")
 
 
 def report_lines(report: Report) -> list[str]:
@@ -36,6 +44,8 @@ def report_lines(report: Report) -> list[str]:
     for o in report.steps:
         cache = f" ccache {o.ccache.summary()}" if o.ccache else ""
         lines.append(f"  {o.project}: {o.status} {o.seconds:.1f} s{cache} {o.filename} sha256 {o.sha256[:16]}")
+        if o.dist:
+            lines.append(f"  {o.project}: {dist_summary(o.dist)}")
     if report.xla_smoke:
         lines.append(f"  xla smoke ({report.smoke}): {report.xla_smoke['summary']}")
     if report.trace:
@@ -56,7 +66,8 @@ def report_json(report: Report) -> dict:
                     "version": o.version, "sha256": o.sha256, "key": o.key, "source_sha": o.source_sha,
                     "seconds": round(o.seconds, 3), "ccache": o.ccache.as_dict() if o.ccache else None,
                     "log": str(o.log_path) if o.log_path else None,
-                    "profile": str(o.profile) if o.profile else None} for o in report.steps],
+                    "profile": str(o.profile) if o.profile else None,
+                    "dist": o.dist or None} for o in report.steps],
     }
 
 
@@ -90,6 +101,8 @@ def wheels_cmd(
     ccache_remote: str = typer.Option(None, "--ccache-remote", help="Remote ccache: redis://HOST:PORT or http://HOST/PATH."),
     bazel_cache: str = typer.Option(None, "--bazel-cache", help="Bazel disk cache: volume:NAME or path:/dir."),
     bazel_remote: str = typer.Option(None, "--bazel-remote-cache", help="Bazel HTTP remote cache URL."),
+    dist: str = typer.Option(None, "--dist", help="sccache-dist scheduler URL: distribute the compiles "
+                             "(token from $BUILDER_DIST_TOKEN or [dist] token_file)."),
     user: str = typer.Option(None, "--user", help="uid:gid the build containers run as."),
     push: str = typer.Option(None, "--push", help="Also upload the wheels to this index URL (legacy upload API)."),
     push_user: str = typer.Option(None, "--user-name", help="Upload user (password from env or .netrc)."),
@@ -102,7 +115,8 @@ def wheels_cmd(
 ) -> None:
     """Build torch (and torch_xla) wheels from git refs into the local index, reusing what is unchanged."""
     cfg = get_config({"index.dir": index_dir, "cache.ccache": ccache, "cache.ccache_remote": ccache_remote,
-                      "cache.bazel": bazel_cache, "cache.bazel_remote": bazel_remote, "build.user": user})
+                      "cache.bazel": bazel_cache, "cache.bazel_remote": bazel_remote, "build.user": user,
+                      "dist.scheduler": dist})
     request = Request(torch=torch, xla=xla, torch_repo=torch_repo, xla_repo=xla_repo, jobs=jobs,
                       smoke=not no_smoke, force_smoke=force_smoke, torch_version=torch_version, xla_version=xla_version,
                       lock_file=lock_file if locked else "", torch_unpinned=torch_unpinned)

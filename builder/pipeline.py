@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import re
+import socket
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
@@ -20,6 +21,7 @@ from pathlib import Path
 from filelock import FileLock, Timeout
 from packaging.version import InvalidVersion, Version
 
+from builder import dist as dist_mod
 from builder import profile, validate, xla_layout, xla_smoke
 from builder.buildreqs import BuildRequirements, missing_module_hint, read_build_requirements
 from builder.ccache import CCACHE_MOUNT, CacheLocation, config_text, parse_location, read_only_env
@@ -40,7 +42,7 @@ from builder.recipes import BuildContext, get_recipe
 from builder.recipes.base import BAZEL_CACHE_MOUNT, INDEX_MOUNT, Recipe, pip_from_local_index
 from builder.recipes.xla import BAZEL_DISK_CACHE, BAZELISK_HOME
 from builder.refs import ResolvedRef, is_version, resolve_ref
-from builder.resources import choose_jobs, free_disk_gib
+from builder.resources import available_memory_gib, choose_jobs, free_disk_gib
 from builder.sources import checkout, commit_time, update_mirror
 from builder.wheelstep import StepMounts, StepOutcome, container_env, find_reusable, run_step, wheel_key
 from builder.xla_layout import torch_commit_of_wheel
@@ -120,6 +122,32 @@ def plan_targets(cfg: Config, request: Request) -> list[Target]:
     torch = Target("torch", version=pair.torch_version) if pair.torch_ref is None \
         else Target("torch", ref=pair.torch_ref)
     return [torch, Target("xla", ref=xla)]
+
+
+def plan_dist(cfg: Config, recipe: Recipe, requested_jobs: int, note: Note) -> tuple[tuple[str, str] | None, int]:
+    """(scheduler, token) and the job count when this recipe's compiles go to sccache-dist;
+    (None, 0) to compile here. A refused token is an error; an unreachable scheduler or an
+    empty cluster is a note and a local build."""
+    if not cfg.dist.scheduler or not recipe.compiler_launcher:
+        return None, 0
+    token = dist_mod.read_token(cfg.dist.token_file)
+    status = dist_mod.probe(cfg.dist.scheduler, token)
+    if status is None or status.servers == 0:
+        why = "is unreachable" if status is None else "has no build servers"
+        note(f"{recipe.project}: the sccache-dist scheduler {cfg.dist.scheduler} {why}: compiling on this machine "
+             "(ccache)")
+        return None, 0
+    # the cluster's cores, and this machine's memory for preprocessing and linking (0.5 GiB a job)
+    jobs = requested_jobs or max(1, min(status.cpus, int(available_memory_gib() / 0.5)))
+    note(f"{recipe.project}: distributing compiles over {status.servers} sccache-dist servers "
+         f"({status.cpus} cores) with {jobs} jobs")
+    return (cfg.dist.scheduler, token), jobs
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
 
 
 def find_prebuilt(index: DirectoryIndex, project: str, version: str) -> Entry | None:
@@ -302,11 +330,11 @@ def build_target(engine: Engine, cfg: Config, index: DirectoryIndex, recipe: Rec
                  request: Request, report: Report, stage: StageResult, torch_outcome: StepOutcome | None,
                  note: Note, provenance: Provenance | None = None,
                  requirements: BuildRequirements | None = None, torch_url: str = "",
-                 progress: StepProgress | None = None) -> StepOutcome:
+                 progress: StepProgress | None = None, dist: tuple[str, str] | None = None) -> StepOutcome:
     """Reuse the wheel whose key is already in the index, else check out and compile."""
     with package_lock(cfg, recipe.name, note):
         return _build_target(engine, cfg, index, recipe, ref, request, report, stage, torch_outcome, note,
-                             provenance, requirements, torch_url, progress)
+                             provenance, requirements, torch_url, progress, dist)
 
 
 def commit_requirements(cfg: Config, ref: ResolvedRef, label: str) -> BuildRequirements:
@@ -315,12 +343,14 @@ def commit_requirements(cfg: Config, ref: ResolvedRef, label: str) -> BuildRequi
 
 
 def prepare_deps(engine: Engine, cfg: Config, ref: ResolvedRef, python_stage: StageResult, note: Note,
-                 label: str, lock=None) -> tuple[BuildRequirements, StageResult]:  # noqa: ANN001 - Lock
+                 label: str, lock=None, extra: tuple[str, ...] = ()  # noqa: ANN001 - Lock
+                 ) -> tuple[BuildRequirements, StageResult]:
     """Read the commit's build requirements from its mirror (no checkout) and bring up
     the deps layer that holds them, reused when another commit listed the same ones
     (with ``lock``: exactly the locked packages, installed with hashes)."""
     requirements = commit_requirements(cfg, ref, label)
-    spec = deps_stage(cfg, requirements.requirements, requirements.sources, requirements.bazel_version)
+    # ``extra``: what builder itself needs in the layer (sccache for a dist build)
+    spec = deps_stage(cfg, requirements.requirements + extra, requirements.sources, requirements.bazel_version)
     report = lambda s, e: note(f"stage {s} ({label}): {e}")  # noqa: E731
     if lock is not None:
         from builder.lock import build_locked_deps
@@ -336,7 +366,7 @@ def _build_target(engine: Engine, cfg: Config, index: DirectoryIndex, recipe: Re
                   request: Request, report: Report, stage: StageResult, torch_outcome: StepOutcome | None,
                   note: Note, provenance: Provenance | None = None,
                   requirements: BuildRequirements | None = None, torch_url: str = "",
-                  progress: StepProgress | None = None) -> StepOutcome:
+                  progress: StepProgress | None = None, dist: tuple[str, str] | None = None) -> StepOutcome:
     against_torch = torch_outcome if recipe.name != "torch" else None
     requirements = requirements or BuildRequirements("", (), ())
     ctx = BuildContext(
@@ -344,7 +374,8 @@ def _build_target(engine: Engine, cfg: Config, index: DirectoryIndex, recipe: Re
         version=request.torch_version if recipe.name == "torch" else request.xla_version,
         torch_requirement=f"torch=={against_torch.version}" if against_torch else "",
         bazel_remote=cfg.cache.bazel_remote, cache_silo=f"builder-{stage.key}",
-        backend=requirements.backend, bazel_version=requirements.bazel_version, bazel_base_url=cfg.bazel.base_url)
+        backend=requirements.backend, bazel_version=requirements.bazel_version, bazel_base_url=cfg.bazel.base_url,
+        dist_port=free_port() if dist else 0)
     mirror = update_mirror(Path(cfg.data_dir) / "mirrors", ref.url, ref.sha)
     ctx = replace(ctx, source_date_epoch=commit_time(mirror, ref.sha))
     torch_sha = against_torch.sha256 if against_torch else ""
@@ -386,7 +417,7 @@ def _build_target(engine: Engine, cfg: Config, index: DirectoryIndex, recipe: Re
             user=user, nano_cpus=int(cfg.build.cpu_limit * 1e9) or None,
             mem_limit=f"{int(cfg.build.memory_limit_gib * 1024)}m" if cfg.build.memory_limit_gib else None,
             torch_sha256=torch_sha, provenance=provenance, torch_tree=torch_tree, profiles_root=Path(cfg.data_dir),
-            progress=progress)
+            progress=progress, dist=dist)
     except BuildError as exc:
         raise explain_failure(exc, log_path, recipe, ref, requirements, cfg) from exc
     record_last_build(cfg, outcome)
@@ -481,15 +512,18 @@ def run_wheels(cfg: Config, request: Request, note: Note, progress: StepProgress
             outcome = ensure_prebuilt(cfg, index, recipe, target.version, note)
         else:
             assert target.ref is not None
-            requirements, deps = prepare_deps(engine, cfg, target.ref, python_stage, note, recipe.name, lock)
+            dist, dist_jobs = plan_dist(cfg, recipe, request.jobs or cfg.build.jobs, note)
+            requirements, deps = prepare_deps(engine, cfg, target.ref, python_stage, note, recipe.name, lock,
+                                              (f"sccache=={cfg.toolchain.sccache}",) if dist else ())
             report.stages.append(deps)
             jobs, why = profile.memory_aware_jobs(choose_jobs, request.jobs or cfg.build.jobs,
                                                   cfg.build.memory_per_job_gib,
                                                   profile.latest(cfg.data_dir, recipe.project))
-            if why:
+            if why and not dist:
                 note(f"{recipe.project}: {why}")
-            outcome = build_target(engine, cfg, index, recipe, target.ref, request, replace(report, jobs=jobs), deps,
-                                   torch_outcome, note, provenance, requirements, torch_url, progress)
+            outcome = build_target(engine, cfg, index, recipe, target.ref, request,
+                                   replace(report, jobs=dist_jobs or jobs), deps, torch_outcome, note, provenance,
+                                   requirements, torch_url, progress, dist)
         note(f"{recipe.project}: {outcome.status} {outcome.filename}")
         report.timeline.append((recipe.project, step_started, time.time() - step_started, outcome.status))
         if target.ref is not None:  # a prebuilt wheel was fetched with its dependencies

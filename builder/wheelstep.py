@@ -19,6 +19,8 @@ from typing import Any
 
 from builder import __version__, profile
 from builder.ccache import CCACHE_MOUNT, CacheStats, parse_print_stats, stats_delta
+from builder.dist import parse_stats as parse_dist_stats
+from builder.dist import write_client_config
 from builder.engine import ContainerSpec, Engine, Mount
 from builder.errors import BuildError
 from builder.index import DirectoryIndex
@@ -47,6 +49,7 @@ class StepOutcome:
     manifest: dict[str, Any] = field(default_factory=dict)
     started: float = 0.0  # wall clock (time.time()) when the step began
     profile: Path | None = None  # builder.profile of a compile (ninja + ccache per unit)
+    dist: dict[str, Any] = field(default_factory=dict)  # sccache-dist counts (builder.dist.parse_stats)
 
 
 @dataclass(frozen=True)
@@ -105,7 +108,8 @@ def run_step(engine: Engine, index: DirectoryIndex, recipe: Recipe, ctx: BuildCo
              network: str = "host", user: str | None = None, nano_cpus: int | None = None,
              mem_limit: str | None = None, torch_sha256: str = "",
              provenance: Provenance | None = None, torch_tree: SourceTree | None = None,
-             profiles_root: Path | None = None, progress: StepProgress | None = None) -> StepOutcome:
+             profiles_root: Path | None = None, progress: StepProgress | None = None,
+             dist: tuple[str, str] | None = None) -> StepOutcome:
     """Compile in a container and publish the wheel (the caller checked ``key`` is not built)."""
     env = {**container_env(recipe, ctx), **mounts.ccache_env}
     started_wall = time.time()
@@ -116,6 +120,8 @@ def run_step(engine: Engine, index: DirectoryIndex, recipe: Recipe, ctx: BuildCo
         (out / "dist").mkdir()
         out.chmod(0o777)
         (out / "dist").chmod(0o777)
+        if dist is not None:  # (scheduler, token): the token only ever in this 0600 file
+            write_client_config(out, dist[0], dist[1], user)
         spec = ContainerSpec(
             image=image_tag, command=["sh", "-c", recipe.script(ctx)], environment=env,
             mounts=[Mount(mounts.ccache, CCACHE_MOUNT, read_only=mounts.ccache_read_only),
@@ -139,6 +145,7 @@ def run_step(engine: Engine, index: DirectoryIndex, recipe: Recipe, ctx: BuildCo
             raise BuildError(f"building {recipe.project} produced {len(wheels)} wheels, expected 1",
                              f"see the log {log_path}")
         stats = stats_delta(_read_stats(out / "ccache-before.tsv"), _read_stats(out / "ccache-after.tsv"))
+        dist_stats = _read_dist(out / "sccache-stats.json") if dist is not None else {}
         normalized = normalize_wheel(wheels[0], ctx.source_date_epoch)  # same inputs -> same bytes
         manifest = build_manifest(StepRecord(
             wheel=wheels[0].name, sha256=normalized.sha256, build_key=key, recipe=recipe.name,
@@ -146,7 +153,9 @@ def run_step(engine: Engine, index: DirectoryIndex, recipe: Recipe, ctx: BuildCo
             submodules=tree.submodules,
             commit_time=tree.commit_time, source_date_epoch=ctx.source_date_epoch, image_tag=image_tag,
             image_id=image_id, env=keyed_env(recipe, env), jobs=ctx.jobs, started=started_wall,
-            finished=time.time(), ccache=stats.as_dict(), builder_version=__version__, version=ctx.version,
+            finished=time.time(), ccache={**stats.as_dict(), **{k: v for k, v in dist_stats.items()
+                                                                 if isinstance(v, int)}},
+            builder_version=__version__, version=ctx.version,
             torch_requirement=ctx.torch_requirement, torch_sha256=torch_sha256,
             torch_source_url=torch_tree.url if torch_tree else "",
             torch_source_sha=torch_tree.sha if torch_tree else ""), provenance)
@@ -155,7 +164,7 @@ def run_step(engine: Engine, index: DirectoryIndex, recipe: Recipe, ctx: BuildCo
         profile_path = record_profile(profiles_root, recipe, added.filename, ctx.jobs, tree.path, out)
         return StepOutcome(recipe.name, recipe.project, "built", added.filename, entry.version, added.sha256,
                            key, time.monotonic() - started, stats, tree.sha, log_path, manifest,
-                           started=started_wall, profile=profile_path)
+                           started=started_wall, profile=profile_path, dist=dist_stats)
     finally:
         shutil.rmtree(out, ignore_errors=True)
 
@@ -180,6 +189,13 @@ def record_profile(root: Path | None, recipe: Recipe, wheel: str, jobs: int, tre
     except (OSError, ValueError, IndexError):
         pass
     return profile.save(root, made)
+
+
+def _read_dist(path: Path) -> dict[str, Any]:
+    try:
+        return parse_dist_stats(path.read_text())
+    except OSError:
+        return {}
 
 
 def _read_stats(path: Path) -> dict[str, int]:

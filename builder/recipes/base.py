@@ -27,6 +27,7 @@ class BuildContext:
     backend: str = ""  # the commit's PEP 517 build backend (builder.buildreqs)
     bazel_version: str = ""  # the commit's .bazelversion (bazelisk runs that Bazel)
     bazel_base_url: str = ""  # BAZELISK_BASE_URL: a mirror of Bazel releases
+    dist_port: int = 0  # > 0: compiles go through sccache-dist (its local client daemon's port)
 
 
 class Recipe:
@@ -36,6 +37,7 @@ class Recipe:
     project: str = ""  # wheel project name: torch, torch_xla
     repo_key: str = ""  # [repos] key in the config
     import_name: str = ""  # module the smoke check imports
+    compiler_launcher: bool = False  # its build honours CMAKE_<LANG>_COMPILER_LAUNCHER (ccache / sccache)
 
     @property
     def source_dir(self) -> str:
@@ -47,7 +49,8 @@ class Recipe:
 
     def unkeyed_env(self) -> set[str]:
         """Variables that change speed, not output (e.g. job counts, cache dirs)."""
-        return {"MAX_JOBS", "CMAKE_BUILD_PARALLEL_LEVEL", "CCACHE_DIR", "HOME", "BAZEL_JOBS"}
+        return {"MAX_JOBS", "CMAKE_BUILD_PARALLEL_LEVEL", "CCACHE_DIR", "HOME", "BAZEL_JOBS", "SCCACHE_DIR",
+                "SCCACHE_CONF", "SCCACHE_SERVER_PORT"}
 
     def prepare_lines(self, ctx: BuildContext) -> list[str]:
         """Shell lines run before the build (e.g. install torch from the local index)."""
@@ -85,6 +88,8 @@ class Recipe:
             f"cd {shlex.quote(self.source_dir)}",
             " ".join(shlex.quote(a) for a in self.build_command(ctx.backend)),
             f"ccache --print-stats > {OUT_MOUNT}/ccache-after.tsv 2>/dev/null || true",
+            *([f"sccache --show-stats --stats-format json > {OUT_MOUNT}/sccache-stats.json 2>/dev/null || true",
+               "sccache --stop-server >/dev/null 2>&1 || true"] if ctx.dist_port else []),
             # the container's peak memory (cgroup v2, else v1): the next build's job count uses it
             "{ cat /sys/fs/cgroup/memory.peak || cat /sys/fs/cgroup/memory/memory.max_usage_in_bytes; } "
             f"> {OUT_MOUNT}/memory-peak 2>/dev/null || true",

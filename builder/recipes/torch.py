@@ -13,7 +13,9 @@ mapped.
 
 from __future__ import annotations
 
-from builder.recipes.base import BuildContext, Recipe
+from builder.ccache import CCACHE_MOUNT
+from builder.dist import CLIENT_CONF
+from builder.recipes.base import OUT_MOUNT, BuildContext, Recipe
 
 
 class TorchRecipe(Recipe):
@@ -21,15 +23,18 @@ class TorchRecipe(Recipe):
     project = "torch"
     repo_key = "torch"
     import_name = "torch"
+    compiler_launcher = True
 
     def env(self, ctx: BuildContext) -> dict[str, str]:
+        # sccache (its dist client configured by builder.dist) when compiles are distributed
+        launcher = "sccache" if ctx.dist_port else "ccache"
         env = {
             "MAX_JOBS": str(ctx.jobs),
             "CMAKE_BUILD_PARALLEL_LEVEL": str(ctx.jobs),
             "USE_CUDA": "0",
             "BUILD_TEST": "0",
-            "CMAKE_C_COMPILER_LAUNCHER": "ccache",
-            "CMAKE_CXX_COMPILER_LAUNCHER": "ccache",
+            "CMAKE_C_COMPILER_LAUNCHER": launcher,
+            "CMAKE_CXX_COMPILER_LAUNCHER": launcher,
             "CC": "gcc",
             "CXX": "g++",
             "SOURCE_DATE_EPOCH": str(ctx.source_date_epoch),
@@ -37,6 +42,9 @@ class TorchRecipe(Recipe):
         if ctx.version:
             env["PYTORCH_BUILD_VERSION"] = ctx.version
             env["PYTORCH_BUILD_NUMBER"] = "0"
+        if ctx.dist_port:
+            env.update(SCCACHE_DIR=f"{CCACHE_MOUNT}/sccache", SCCACHE_CONF=f"{OUT_MOUNT}/{CLIENT_CONF}",
+                       SCCACHE_SERVER_PORT=str(ctx.dist_port))
         env.update(ctx.extra_env)
         return env
 
