@@ -289,3 +289,22 @@ def test_wheel_smoke_of_an_extension_built_by_the_xla_recipe(tmp_path):
     assert wheel_smoke(index, same, "import torch_xla\n") == ("torch_xla==2.99.0", "import torch_xla\n")
     assert not is_real_torch_xla(fake)  # named torch_xla, but no metrics / parallel_loader modules
     assert real_xla_wheels(index, [built, same]) == []
+
+
+def test_readme_shows_the_exact_table_of_its_example(monkeypatch, tmp_path):
+    """README's xla-check example (tests/data/xla_readme/train.py, captured as train.log):
+    the table it shows is what print_findings prints for that run."""
+    from rich.console import Console
+
+    import builder.cli_xla as cli_xla
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    report = check_output((DATA / "xla_readme" / "train.log").read_text(), str(tmp_path))
+    assert [(f.severity, f.location.rsplit("/", 1)[1]) for f in report.findings] == \
+        [("error", "train.py:16"), ("warning", "train.py:20"), ("info", "train.py:21")]
+    printed = io.StringIO()
+    monkeypatch.setattr(cli_xla, "out", Console(file=printed, width=100, highlight=False, soft_wrap=True))
+    monkeypatch.setattr(cli_xla, "err", Console(file=io.StringIO(), width=100))
+    monkeypatch.chdir(tmp_path)
+    cli_xla.print_findings(report, Path("train.py"))
+    assert printed.getvalue().strip() in readme
