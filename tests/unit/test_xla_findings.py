@@ -308,3 +308,11 @@ def test_readme_shows_the_exact_table_of_its_example(monkeypatch, tmp_path):
     monkeypatch.chdir(tmp_path)
     cli_xla.print_findings(report, Path("train.py"))
     assert printed.getvalue().strip() in readme
+
+
+def test_steps_counted_by_the_loader_when_the_script_never_syncs():
+    report = check_output(captured("loader_only"), HOST)
+    assert (report.figures["steps"], report.figures["step_clock"]) == (12, "loader")
+    (finding,) = report.findings
+    assert (finding.location, finding.severity, finding.frequency) == (f"{HOST}/loader_only.py:21", "warning", 0.25)
+    assert finding.summary == "3 host reads in 12 steps, every 4th step"
