@@ -15,6 +15,7 @@ from pathlib import Path
 import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
 from rich.table import Table
+from typer.core import TyperCommand
 
 from builder.cli import app, get_config, handle_errors
 from builder.cli_index import index_app
@@ -99,8 +100,33 @@ def index_fetch(
     err.print(f"{result.summary()}; index: {index.simple_url()}", markup=False, highlight=False)
 
 
-@app.command("xla-check", context_settings={"allow_extra_args": True, "ignore_unknown_options": True,
-                                            "allow_interspersed_args": False})
+VALUE_OPTIONS = ("--torch", "--xla")  # xla-check's options that take a separate value
+
+
+def strict_as_flag(args: list[str]) -> list[str]:
+    """``--strict`` alone (before the script) as ``--strict=error``: click would otherwise take
+    the next word, the script, as its value. After the script, words are the script's."""
+    out, skip = list(args), False
+    for i, arg in enumerate(out):
+        if skip:
+            skip = False
+        elif arg == "--strict":
+            out[i] = "--strict=error"
+        elif arg in VALUE_OPTIONS:
+            skip = True
+        elif arg == "--" or not arg.startswith("-"):
+            break
+    return out
+
+
+class StrictFlagCommand(TyperCommand):
+    def parse_args(self, ctx, args):  # type: ignore[no-untyped-def]
+        return super().parse_args(ctx, strict_as_flag(args))
+
+
+@app.command("xla-check", cls=StrictFlagCommand,
+             context_settings={"allow_extra_args": True, "ignore_unknown_options": True,
+                               "allow_interspersed_args": False})
 @handle_errors
 def xla_check(
     ctx: typer.Context,
@@ -109,18 +135,24 @@ def xla_check(
     torch: str = typer.Option(None, "--torch", help="torch version (default: the index's, else 2.9.0)."),
     xla: str = typer.Option(None, "--xla", help="torch_xla version (default: the index's, else 2.9.0)."),
     as_json: bool = typer.Option(False, "--json", help="Print the findings as JSON on stdout."),
-    strict: bool = typer.Option(False, "--strict", help="Exit 1 when there is any finding (a CI gate)."),
+    strict: str = typer.Option(None, "--strict", metavar="[=SEVERITY]", help="A CI gate: exit 1 on any `error` "
+                               "finding (a cost on most steps); --strict=warning also on warnings (periodic), "
+                               "--strict=info on any finding."),
     verbose: bool = typer.Option(False, "--verbose", help="Also show torch_xla's analysis blocks live."),
 ) -> None:
     """Run a PyTorch/XLA script on the CPU PJRT backend with metrics and PT_XLA_DEBUG_LEVEL=2, and
     list what keeps it from executing lazily (recompiles, host syncs, CPU fallbacks, ...)."""
     import time
 
-    from builder.errors import BuildError
+    from builder.errors import BuildError, ValidationError
     from builder.index import DirectoryIndex
     from builder.xla_check import check_output
+    from builder.xla_frequency import SEVERITIES
     from builder.xla_runtime import default_versions, prepare, run_script
 
+    if strict is not None and strict not in SEVERITIES:
+        raise ValidationError(f"--strict={strict} is not a severity", "use --strict (errors only), "
+                              "--strict=warning or --strict=info")
     cfg = get_config()
     torch, xla = default_versions(DirectoryIndex(cfg.index_dir), torch, xla)
 
@@ -145,7 +177,10 @@ def xla_check(
     if code != 0:
         print_error(f"{script} exited with {code}", f"see the log {log_path}")
         raise typer.Exit(code)
-    if strict and report.findings:
+    failing = report.failing(strict) if strict else []
+    if failing:
+        err.print(f"--strict={strict}: {len(failing)} finding(s) at {strict} or worse", markup=False,
+                  highlight=False)
         raise typer.Exit(1)
 
 
@@ -153,14 +188,16 @@ def print_findings(report, script: Path) -> None:
     import os
 
     f = report.figures
-    err.print(f"metrics: {f['compiles']} compile(s), {f['executions']} execution(s), "
+    err.print(f"metrics: {f['steps']} step(s), {f['compiles']} compile(s), {f['executions']} execution(s), "
               f"{f['transfers_from_device']} device->host transfer(s), {len(f['aten_counters'])} aten:: counter(s)",
               markup=False, highlight=False)
     if not report.findings:
         out.print(f"{script}: no findings", markup=False)
         return
-    table = Table("finding", "where", "count", "hint", title=f"{script}: {len(report.findings)} finding(s)")
-    table.columns[1].overflow = table.columns[3].overflow = "fold"
+    table = Table("severity", "finding", "where", "how often", "hint",
+                  title=f"{script}: {len(report.findings)} finding(s) in {f['steps']} step(s)")
+    for column in table.columns[2:]:
+        column.overflow = "fold"
     for finding in report.findings:
         where = finding.location
         if where:
@@ -168,5 +205,5 @@ def print_findings(report, script: Path) -> None:
             rel = os.path.relpath(path)
             where = f"{path if rel.startswith('..') else rel}:{line}"
         what = finding.kind + (f" {finding.detail}" if finding.kind == "cpu-fallback" else "")
-        table.add_row(what, where or "?", str(finding.count), finding.hint)
+        table.add_row(finding.severity, what, where or "?", finding.summary, finding.hint)
     out.print(table)

@@ -3,8 +3,9 @@ torch_xla's metrics and PT_XLA_DEBUG_LEVEL=2 analysis into a short list of findi
 
 torch_xla says a lot (``PT_XLA_DEBUG_LEVEL=2`` prints a "Compilation Analysis" and an
 "Execution Analysis" block, with the cause and the Python frames, for every compile and
-every execution) but sums up nothing. Here each finding has a file:line, a count and a
-one-line hint:
+every execution) but sums up nothing. Here each finding has a file:line, a count, how
+often it happened against the steps the script ran, a severity (builder.xla_frequency:
+error on most steps, warning when periodic, info when one-off) and a hint:
 
 - ``recompilation``: one line triggers compiles of several different graphs (shapes
   change between steps: dynamic shapes);
@@ -16,13 +17,13 @@ one-line hint:
   and no MpDeviceLoader: the whole loop became one graph;
 - ``no-mpdeviceloader``: batches moved with ``.to(device)`` at one line, step after step.
 
-How: the script runs under a small runner (``python -c RUNNER script args``) that wraps
-``torch.Tensor``'s host reads and host-to-device ``.to`` to note the user's file:line,
-then, at exit, prints the metrics (every metric's samples, every counter) and those
-notes as JSON on one marker line. The analysis blocks come from torch_xla itself. The
-parsers below were written against real torch_xla 2.9.0 output (kept as test data in
-``tests/data/xla_check/``). A finding is a heuristic with a threshold: one read after
-the loop is fine; the same line reading on every step is not.
+How: the script runs under a small runner (builder.xla_runner) that notes host reads
+(with their step) and host-to-device ``.to`` at the user's file:line, counts the steps,
+and at exit prints the metrics and those notes as JSON on one marker line. The analysis
+blocks come from torch_xla itself. The parsers below were written against real torch_xla
+2.9.0 output (kept as test data in ``tests/data/xla_check/``). One read after the loop
+is an ``info``; a read every 4th step a ``warning``; the same line reading on every step
+an ``error``.
 """
 
 from __future__ import annotations
@@ -34,107 +35,12 @@ from dataclasses import asdict, dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
-MARKER = "@@builder-xla-check@@"
+from builder.xla_frequency import ERROR, INFO, REPEAT_MIN, WARNING, Frequency, at_least, of_count, of_events, steps_of
+from builder.xla_runner import MARKER
+
 CONTAINER_ROOT = "/xla-check/src"
 RECOMPILE_MIN = 3  # distinct graphs compiled at one line (a second one after warm-up is common)
-REPEAT_MIN = 2  # the same line doing the same thing twice: it is in the loop
 KIND_ORDER = ("recompilation", "host-sync", "cpu-fallback", "no-sync", "no-mpdeviceloader")
-
-# Runs inside the container as `python -c RUNNER SCRIPT ARGS...`.
-RUNNER = r'''
-import atexit, json, os, runpy, sys, threading
-script = os.path.abspath(sys.argv[1])
-sys.argv = sys.argv[1:]
-root = os.path.dirname(script) + os.sep
-sys.path.insert(0, os.path.dirname(script))
-import torch
-import torch_xla
-import torch_xla.debug.metrics as met
-import torch_xla.distributed.parallel_loader as pl
-
-reads, transfers, loaders = {}, {}, {"count": 0}
-guard = threading.local()
-
-def user_site(depth=60):
-    frame = sys._getframe(3)  # user_site <- note <- the wrapper <- its caller
-    for _ in range(depth):
-        if frame is None:
-            return None
-        if frame.f_code.co_filename.startswith(root):
-            return "%s:%d" % (frame.f_code.co_filename, frame.f_lineno)
-        frame = frame.f_back
-    return None
-
-def note(table, kind, depth=60):
-    site = user_site(depth)
-    if site:
-        kinds = table.setdefault(site, {})
-        kinds[kind] = kinds.get(kind, 0) + 1
-
-def is_xla(tensor):
-    try:
-        return tensor.device.type == "xla"
-    except Exception:
-        return False
-
-def wrap_read(name, kind):
-    original = getattr(torch.Tensor, name)
-    def method(self, *args, **kwargs):
-        if getattr(guard, "busy", False) or not is_xla(self):
-            return original(self, *args, **kwargs)
-        guard.busy = True
-        try:
-            note(reads, kind)
-            return original(self, *args, **kwargs)
-        finally:
-            guard.busy = False
-    setattr(torch.Tensor, name, method)
-
-for name, kind in (("item", ".item()"), ("tolist", ".tolist()"), ("numpy", ".numpy()"), ("cpu", ".cpu()"),
-                   ("__repr__", "printing a tensor"), ("__format__", "formatting a tensor"),
-                   ("__bool__", "a tensor as a condition"), ("__float__", "float(tensor)"),
-                   ("__int__", "int(tensor)")):
-    wrap_read(name, kind)
-
-original_to = torch.Tensor.to
-def to(self, *args, **kwargs):
-    out = original_to(self, *args, **kwargs)
-    if not getattr(guard, "busy", False):
-        try:
-            if self.device.type == "cpu" and out.device.type == "xla":
-                note(transfers, ".to(device)", depth=1)  # called by the user's code itself, not Module.to
-            elif self.device.type == "xla" and out.device.type == "cpu":
-                note(reads, ".to('cpu')")
-        except Exception:
-            pass
-    return out
-torch.Tensor.to = to
-
-for cls in (getattr(pl, "ParallelLoader", None), getattr(pl, "MpDeviceLoader", None)):
-    if cls is not None:
-        init = cls.__init__
-        def counted(self, *args, __init=init, **kwargs):
-            loaders["count"] += 1
-            return __init(self, *args, **kwargs)
-        cls.__init__ = counted
-
-def dump():
-    data = {"metrics": {}, "counters": {}, "reads": reads, "transfers": transfers, "loaders": loaders["count"]}
-    try:
-        for name in met.metric_names():
-            values = met.metric_data(name)
-            if values:
-                data["metrics"][name] = {"samples": int(values[0]), "accumulator": float(values[1])}
-        data["counters"] = {name: int(met.counter_value(name) or 0) for name in met.counter_names()}
-    except Exception as exc:
-        data["error"] = repr(exc)
-    sys.__stdout__.write("@@builder-xla-check@@" + json.dumps(data) + "\n")
-    sys.__stdout__.flush()
-
-atexit.register(dump)  # after torch_xla's own handlers: runs before them
-runpy.run_path(script, run_name="__main__")
-'''
-
 
 @dataclass(frozen=True)
 class Frame:
@@ -164,8 +70,18 @@ class Finding:
     kind: str
     location: str  # file:line, '' when unknown
     count: int
-    hint: str
+    steps: int  # steps the script ran (0: no step boundary)
+    frequency: float | None  # count / steps (None without steps)
+    severity: str  # error | warning | info (builder.xla_frequency)
+    summary: str  # what was measured: "3 host reads in 12 steps, every 4th step"
+    hint: str  # why it costs and what to do, given what the script already does
     detail: str = ""
+
+    @classmethod
+    def measured(cls, kind: str, location: str, freq: Frequency, noun: str, hint: str, detail: str = "",
+                 severity: str | None = None, plural: str = "") -> Finding:
+        return cls(kind, location, freq.count, freq.steps, freq.per_step, severity or freq.severity,
+                   freq.describe(noun, plural), hint, detail)
 
     def as_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -180,6 +96,10 @@ class Report:
     def as_dict(self) -> dict[str, Any]:
         return {"exit_code": self.exit_code, "figures": self.figures,
                 "findings": [f.as_dict() for f in self.findings]}
+
+    def failing(self, level: str) -> list[Finding]:
+        """The findings a gate at ``level`` (error | warning | info) fails on."""
+        return [f for f in self.findings if at_least(f.severity, level)]
 
 
 # -------------------------------------------------------------------------- parsing
@@ -271,15 +191,37 @@ def figures(dump: dict[str, Any] | None, blocks: list[Block]) -> dict[str, Any]:
         "mark_steps": counters.get("MarkStep", 0), "loaders": dump.get("loaders", 0),
         "aten_counters": {k: v for k, v in sorted(counters.items()) if k.startswith("aten::")},
         "analysis_blocks": len(blocks), "metrics_read": bool(dump.get("metrics")),
+        "steps": steps_of(dump).count, "step_clock": steps_of(dump).clock,
     }
+
+
+_READ_HINTS = {
+    ERROR: "each read cuts the graph and stalls the device; keep values on device (e.g. total += loss.detach()) "
+           "and read them every N steps, or in xm.add_step_closure",
+    WARNING: "already periodic, but each read still stalls the device; consider xm.add_step_closure to read "
+             "without stalling",
+    INFO: "a one-off read: nothing to change",
+}
+
+
+def _read_sites(dump: dict[str, Any]) -> dict[str, tuple[dict[str, int], list[list[int]]]]:
+    """Per user line: the kinds of host read and when each happened ([syncs, batches] so far)."""
+    sites = {}
+    for site, entry in (dump.get("reads") or {}).items():
+        if "kinds" in entry:
+            sites[site] = (entry["kinds"], entry.get("at") or [])
+        else:  # a dump without the step clock: counts only
+            sites[site] = (entry, [])
+    return sites
 
 
 def analyse(dump: dict[str, Any] | None, blocks: list[Block], root: str = CONTAINER_ROOT) -> list[Finding]:
     """Findings from the runner's dump and the analysis blocks (sites are container paths)."""
     dump = dump or {}
     counters: dict[str, int] = dump.get("counters") or {}
-    reads: dict[str, dict[str, int]] = dump.get("reads") or {}
+    reads = _read_sites(dump)
     transfers: dict[str, dict[str, int]] = dump.get("transfers") or {}
+    steps = steps_of(dump)
     found: list[Finding] = []
 
     graphs_at: dict[str, set[str]] = {}
@@ -298,26 +240,28 @@ def analyse(dump: dict[str, Any] | None, blocks: list[Block], root: str = CONTAI
                 access_at[site] += 1
 
     # Recompilation: one line compiling many different graphs.
+    shapes_hint = ("tensor shapes change between steps (dynamic shapes); pad or bucket inputs to fixed sizes "
+                   "(e.g. drop_last=True)")
     for site, graphs in sorted(graphs_at.items()):
         if len(graphs) >= RECOMPILE_MIN:
-            found.append(Finding("recompilation", site, compiles_at[site],
-                                 f"{len(graphs)} different graphs compiled here: tensor shapes change between "
-                                 "steps (dynamic shapes); pad or bucket inputs to fixed sizes (e.g. drop_last=True)"))
+            found.append(Finding.measured("recompilation", site, of_count(compiles_at[site], steps), "compile",
+                                          f"{len(graphs)} different graphs compiled here: {shapes_hint}"))
     uncached = int(counters.get("UncachedCompile", 0))
     if not blocks and uncached >= RECOMPILE_MIN:
-        found.append(Finding("recompilation", "", uncached, f"{uncached} graphs compiled (no analysis output "
-                             "to place them): shapes likely change between steps"))
+        found.append(Finding.measured("recompilation", "", of_count(uncached, steps), "compile",
+                                      f"no analysis output to place them: {shapes_hint}"))
 
-    # Host syncs the runner saw, at the user's line.
-    transfers_out = _samples(dump, "TransferFromDeviceTime")
-    for site, kinds in sorted(reads.items()):
+    # Host reads the runner saw, at the user's line, each with its step.
+    transfers_out = f"TransferFromDeviceTime {_samples(dump, 'TransferFromDeviceTime')} samples"
+    for site, (kinds, at) in sorted(reads.items()):
         count = sum(kinds.values())
-        if count >= REPEAT_MIN:
-            how = ", ".join(sorted(kinds))
-            found.append(Finding("host-sync", site, count,
-                                 f"host read of a device tensor ({how}) on every step: it cuts the graph and stalls "
-                                 "the device; keep values on device, read them every N steps or in "
-                                 "xm.add_step_closure", detail=f"TransferFromDeviceTime {transfers_out} samples"))
+        freq = of_events([steps.index(a) for a in at], steps) if len(at) == count else of_count(count, steps)
+        if freq.severity == INFO and count >= REPEAT_MIN and not at:
+            continue  # counts only and no steps to judge them by
+        how = ", ".join(sorted(kinds))
+        found.append(Finding.measured("host-sync", site, freq, "host read",
+                                      f"host read of a device tensor ({how}): {_READ_HINTS[freq.severity]}",
+                                      detail=transfers_out))
 
     # CPU fallbacks: every aten:: counter but the scalar read; placed at the line whose
     # execution was forced to read a value and that no host read explains.
@@ -326,40 +270,45 @@ def analyse(dump: dict[str, Any] | None, blocks: list[Block], root: str = CONTAI
                  if op.startswith("aten::") and op != "aten::_local_scalar_dense"}
     for op, count in fallbacks.items():
         site = max(unexplained, key=lambda s: (unexplained[s] == count, unexplained[s]), default="")
-        found.append(Finding("cpu-fallback", site, int(count),
-                             f"{op} has no XLA lowering: it ran on the CPU {count} time(s), with device<->host "
-                             "copies around it; use an op XLA lowers or move it out of the step", detail=op))
+        found.append(Finding.measured("cpu-fallback", site, of_count(count, steps), "run on the CPU",
+                                      f"{op} has no XLA lowering: each run has device<->host copies around it; "
+                                      "use an op XLA lowers or move it out of the step", detail=op,
+                                      plural="runs on the CPU"))
     if not fallbacks:
         for site, count in sorted(unexplained.items()):
             if count >= REPEAT_MIN:
-                found.append(Finding("host-sync", site, count,
-                                     "the graph is cut here every step to read a tensor value on the host; keep the "
-                                     "value on device or read it outside the loop",
-                                     detail=f"TransferFromDeviceTime {transfers_out} samples"))
+                found.append(Finding.measured("host-sync", site, of_count(count, steps), "graph cut",
+                                              "the graph is cut here to read a tensor value on the host; keep the "
+                                              "value on device or read it outside the loop", detail=transfers_out))
     scalar_reads = int(counters.get("aten::_local_scalar_dense", 0))
     if scalar_reads >= REPEAT_MIN and not any(f.kind in ("host-sync", "cpu-fallback") for f in found):
-        found.append(Finding("host-sync", "", scalar_reads, "aten::_local_scalar_dense: tensor values were read "
-                             "on the host (.item(), float(), a tensor in an `if`) in the loop",
-                             detail=f"TransferFromDeviceTime {transfers_out} samples"))
+        found.append(Finding.measured("host-sync", "", of_count(scalar_reads, steps), "host read",
+                                      "aten::_local_scalar_dense: tensor values were read on the host (.item(), "
+                                      "float(), a tensor in an `if`)", detail=transfers_out))
 
     # A loop with no sync barrier: ops traced again and again, never cut into steps.
     traced = max((v for k, v in counters.items() if k.startswith("xla::")), default=0)
     if dump.get("metrics") and not counters.get("MarkStep") and traced >= 3 and _samples(dump, "ExecuteTime"):
         in_loop = max(transfers, key=lambda s: sum(transfers[s].values()), default="")
-        found.append(Finding("no-sync", in_loop or first_execution, _samples(dump, "ExecuteTime"),
-                             f"no torch_xla.sync()/xm.mark_step() and no MpDeviceLoader: ops traced up to {traced} "
-                             "times went into one growing graph, run only when a value was read; call "
-                             "torch_xla.sync() at the end of each step",
-                             detail=f"graph executed at {first_execution}" if first_execution else ""))
+        found.append(Finding.measured(
+            "no-sync", in_loop or first_execution, of_count(_samples(dump, "ExecuteTime"), steps),
+            "graph execution", f"no torch_xla.sync()/xm.mark_step() and no MpDeviceLoader: ops traced up to "
+            f"{traced} times went into one growing graph, run only when a value was read; call torch_xla.sync() "
+            "at the end of each step", detail=f"graph executed at {first_execution}" if first_execution else "",
+            severity=ERROR))
 
-    # Input data copied by hand, step after step, instead of through MpDeviceLoader.
+    # Input data copied by hand, step after step, instead of through MpDeviceLoader: it costs
+    # the copy time of each step, not a graph cut or a stall, so at most a warning.
     for site, kinds in sorted(transfers.items()):
         count = sum(kinds.values())
         if count >= REPEAT_MIN:
-            found.append(Finding("no-mpdeviceloader", site, count,
-                                 ".to(device) on CPU batches in the loop: each copy blocks the step; iterate over "
-                                 "torch_xla.distributed.parallel_loader.MpDeviceLoader(loader, device) instead, "
-                                 "which overlaps the copies with compute"))
+            freq = of_count(count, steps)
+            found.append(Finding.measured(
+                "no-mpdeviceloader", site, freq, "host-to-device copy",
+                ".to(device) on CPU batches in the loop: each copy blocks the step; iterate over "
+                "torch_xla.distributed.parallel_loader.MpDeviceLoader(loader, device) instead, which overlaps "
+                "the copies with compute", severity=WARNING if freq.severity == ERROR else freq.severity,
+                plural="host-to-device copies"))
     return sorted(found, key=lambda f: (KIND_ORDER.index(f.kind), f.location))
 
 

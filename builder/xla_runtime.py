@@ -23,7 +23,8 @@ from builder.engine import ContainerSpec, Engine, Mount
 from builder.errors import ConfigError
 from builder.index import DirectoryIndex
 from builder.pairing import check_pair, series
-from builder.xla_check import CONTAINER_ROOT, RUNNER, is_noise
+from builder.xla_check import CONTAINER_ROOT, is_noise
+from builder.xla_runner import RUNNER
 from builder.xla_smoke import ensure_image, is_real_torch_xla
 
 DEFAULT_VERSION = "2.9.0"

@@ -150,9 +150,13 @@ def test_rerun_is_a_noop_and_force_smoke_runs_again(env, cold, engine):
     assert [c.name for c in engine.containers_with_label("builder.step")] == []
 
 
-def xla_check(env, script: str, *args: str):
-    done = run_builder("xla-check", "--json", *args, str(SCRIPTS / script), config=env["cfg"])
+def xla_check(env, script: str, *args: str, scripts: Path = SCRIPTS):
+    done = run_builder("xla-check", "--json", *args, str(scripts / script), config=env["cfg"])
     return done, (json.loads(done.stdout) if done.stdout.strip() else None)
+
+
+def words(finding: dict) -> str:
+    return f"{finding['summary']} {finding['hint']}"
 
 
 def test_xla_check_clean_script_has_no_finding(env, cold):
@@ -160,6 +164,7 @@ def test_xla_check_clean_script_has_no_finding(env, cold):
     assert done.returncode == 0, done.stderr[-2000:]
     assert report["findings"] == []
     assert report["figures"]["compiles"] == 1 and report["figures"]["executions"] == 6
+    assert report["figures"]["steps"] == 6
     assert "trained 6 steps" in done.stderr  # the script's own output is shown
     assert "Execution Analysis" not in done.stderr  # torch_xla's wall only in the log
     assert "Execution Analysis" in Path(report["log"]).read_text()
@@ -171,7 +176,32 @@ def test_xla_check_item_in_loop_is_a_host_sync_at_its_line(env, cold):
     (finding,) = report["findings"]
     assert finding["kind"] == "host-sync" and finding["count"] == 6
     assert finding["location"] == f"{SCRIPTS / 'item_in_loop.py'}:20"
+    assert (finding["steps"], finding["frequency"], finding["severity"]) == (6, 1.0, "error")
+    assert finding["summary"] == "6 host reads in 6 steps, on every step"
     assert ".item()" in finding["hint"]
+
+
+def test_xla_check_read_every_4th_step_is_a_warning(env, cold):
+    done, report = xla_check(env, "read_every_4th.py", "--strict")
+    assert done.returncode == 0, done.stderr[-2000:]  # --strict: errors only
+    (finding,) = report["findings"]
+    assert (finding["kind"], finding["location"], finding["count"]) == \
+        ("host-sync", f"{SCRIPTS / 'read_every_4th.py'}:21", 3)
+    assert (finding["steps"], finding["frequency"], finding["severity"]) == (12, 0.25, "warning")
+    assert finding["summary"] == "3 host reads in 12 steps, every 4th step"
+    assert "every step" not in words(finding)
+    assert "xm.add_step_closure" in finding["hint"] and "every N steps" not in finding["hint"]
+    gated, _ = xla_check(env, "read_every_4th.py", "--strict=warning")
+    assert gated.returncode == 1
+    assert "--strict=warning: 1 finding(s) at warning or worse" in gated.stderr
+
+
+def test_xla_check_read_after_the_loop_is_info(env, cold):
+    done, report = xla_check(env, "read_after_loop.py", "--strict")
+    assert done.returncode == 0, done.stderr[-2000:]
+    (finding,) = report["findings"]
+    assert (finding["kind"], finding["severity"], finding["count"], finding["steps"]) == ("host-sync", "info", 1, 6)
+    assert finding["summary"] == "1 host read in 6 steps, after the last step"
 
 
 def test_xla_check_changing_shapes_is_recompilation(env, cold):
@@ -179,6 +209,7 @@ def test_xla_check_changing_shapes_is_recompilation(env, cold):
     assert done.returncode == 0
     (finding,) = report["findings"]
     assert finding["kind"] == "recompilation" and finding["count"] == 6
+    assert (finding["steps"], finding["frequency"], finding["severity"]) == (6, 1.0, "error")
     assert finding["location"] == f"{SCRIPTS / 'changing_shapes.py'}:19"
 
 
@@ -189,6 +220,20 @@ def test_xla_check_op_without_lowering_is_a_named_fallback(env, cold):
     assert "aten::linalg_eig" in fallbacks
     assert fallbacks["aten::linalg_eig"]["location"] == f"{SCRIPTS / 'no_lowering.py'}:18"
     assert fallbacks["aten::linalg_eig"]["count"] == 6
+    assert (fallbacks["aten::linalg_eig"]["frequency"], fallbacks["aten::linalg_eig"]["severity"]) == (1.0, "error")
+    strict, _ = xla_check(env, "no_lowering.py", "--strict")
+    assert strict.returncode == 1
+
+
+def test_xla_check_loop_without_barrier_is_an_error(env, cold):
+    scripts = REPO / "tests" / "data" / "xla_check"
+    done, report = xla_check(env, "no_sync.py", "--strict", scripts=scripts)
+    assert done.returncode == 1
+    by_kind = {f["kind"]: f for f in report["findings"]}
+    assert by_kind["no-sync"]["severity"] == "error" and by_kind["no-sync"]["steps"] == 0
+    assert by_kind["no-sync"]["frequency"] is None
+    assert by_kind["no-mpdeviceloader"]["severity"] == "warning" and by_kind["no-mpdeviceloader"]["count"] == 12
+    assert by_kind["host-sync"]["severity"] == "info"  # the final read after the loop
 
 
 def test_fixture_xla_builds_against_the_fetched_torch(env, cold, engine, tmp_path):

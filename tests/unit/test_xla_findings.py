@@ -43,13 +43,18 @@ def findings(name: str) -> list[tuple[str, str, int, str]]:
     return [(f.kind, f.location, f.count, f.detail) for f in report.findings]
 
 
+def measured(name: str) -> list[tuple[str, int, float | None, str]]:
+    """(kind, steps, frequency, severity) of each finding."""
+    return [(f.kind, f.steps, f.frequency, f.severity) for f in check_output(captured(name), HOST).findings]
+
+
 # ------------------------------------------------------------------- analysis blocks
 def test_parse_blocks_of_a_clean_loop():
     blocks = parse_blocks(captured("clean"))
     assert [b.kind for b in blocks] == ["compilation"] + ["execution"] * 6
     first = blocks[0]
     assert first.cause == "user torch_xla.sync"
-    assert first.graph_hash == "4d1e765ee47c7fdbcc4780c4568a9e25"
+    assert first.graph_hash == "b58676167258febf14f2014651803e51"
     assert (first.inputs, first.outputs) == (5, 7)
     assert first.frames[0].function == "sync" and first.frames[0].file.endswith("torch_xla/torch_xla.py")
     assert user_frame(first.frames) == Frame("<module>", f"{CONTAINER_ROOT}/clean.py", 19)
@@ -91,12 +96,37 @@ def test_clean_loop_has_no_finding():
 def test_item_in_the_loop_is_a_host_sync_at_its_line():
     assert findings("item_in_loop") == [("host-sync", f"{HOST}/item_in_loop.py:20", 6,
                                          "TransferFromDeviceTime 6 samples")]
-    hint = check_output(captured("item_in_loop"), HOST).findings[0].hint
-    assert ".item()" in hint
+    (finding,) = check_output(captured("item_in_loop"), HOST).findings
+    assert (finding.steps, finding.frequency, finding.severity) == (6, 1.0, "error")
+    assert finding.summary == "6 host reads in 6 steps, on every step"
+    assert ".item()" in finding.hint and "xm.add_step_closure" in finding.hint
+
+
+def test_read_every_4th_step_is_a_periodic_warning_and_says_so():
+    report = check_output(captured("read_every_4th"), HOST)
+    (finding,) = report.findings
+    assert (finding.kind, finding.location, finding.count) == ("host-sync", f"{HOST}/read_every_4th.py:21", 3)
+    assert (finding.steps, finding.frequency, finding.severity) == (12, 0.25, "warning")
+    assert finding.summary == "3 host reads in 12 steps, every 4th step"
+    assert "every step" not in finding.summary + finding.hint
+    assert "consider xm.add_step_closure" in finding.hint and "every N steps" not in finding.hint
+    assert report.failing("error") == [] and report.failing("warning") == [finding]
+
+
+def test_read_once_after_the_loop_is_info():
+    report = check_output(captured("read_after_loop"), HOST)
+    (finding,) = report.findings
+    assert (finding.kind, finding.location, finding.count) == ("host-sync", f"{HOST}/read_after_loop.py:20", 1)
+    assert (finding.steps, finding.severity) == (6, "info")
+    assert finding.summary == "1 host read in 6 steps, after the last step"
+    assert report.failing("error") == report.failing("warning") == []
+    assert report.failing("info") == [finding]
+    assert report.figures["steps"] == 6 and report.figures["step_clock"] == "sync"
 
 
 def test_changing_batch_shapes_is_recompilation():
     assert findings("changing_shapes") == [("recompilation", f"{HOST}/changing_shapes.py:19", 6, "")]
+    assert measured("changing_shapes") == [("recompilation", 6, 1.0, "error")]
 
 
 def test_op_without_lowering_is_a_named_cpu_fallback():
@@ -104,29 +134,42 @@ def test_op_without_lowering_is_a_named_cpu_fallback():
     assert ("cpu-fallback", f"{HOST}/no_lowering.py:18", 6, "aten::linalg_eig") in found
     assert {f[0] for f in found} == {"cpu-fallback"}  # its forced reads are not reported twice
     assert all(f[1].endswith("no_lowering.py:18") for f in found)
+    assert {m[1:] for m in measured("no_lowering")} == {(6, 1.0, "error")}
 
 
 def test_loop_without_sync_and_without_loader():
     found = findings("no_sync")
-    assert [f[0] for f in found] == ["no-sync", "no-mpdeviceloader"]
-    assert found[0][1] == f"{HOST}/no_sync.py:12" and found[0][3] == f"graph executed at {HOST}/no_sync.py:17"
-    assert found[1] == ("no-mpdeviceloader", f"{HOST}/no_sync.py:12", 12, "")
+    assert [f[0] for f in found] == ["host-sync", "no-sync", "no-mpdeviceloader"]
+    assert found[0][:3] == ("host-sync", f"{HOST}/no_sync.py:17", 1)  # the final read, after the loop
+    assert found[1][1] == f"{HOST}/no_sync.py:12" and found[1][3] == f"graph executed at {HOST}/no_sync.py:17"
+    assert found[2] == ("no-mpdeviceloader", f"{HOST}/no_sync.py:12", 12, "")
+    # No barrier at all: no steps to measure against, and an error whatever the count.
+    assert measured("no_sync") == [("host-sync", 0, None, "info"), ("no-sync", 0, None, "error"),
+                                   ("no-mpdeviceloader", 0, None, "warning")]
 
 
 def test_batches_moved_by_hand_with_a_sync_is_only_the_loader_finding():
     assert findings("no_loader") == [("no-mpdeviceloader", f"{HOST}/no_loader.py:12", 12, "")]
+    (finding,) = check_output(captured("no_loader"), HOST).findings
+    assert (finding.steps, finding.frequency, finding.severity) == (6, 2.0, "warning")  # a copy cost, no stall
+    assert finding.summary == "12 host-to-device copies in 6 steps, 2.0 per step"
 
 
 def test_printing_a_tensor_is_a_host_sync():
     (finding,) = check_output(captured("print_tensor"), HOST).findings
     assert (finding.kind, finding.location, finding.count) == ("host-sync", f"{HOST}/print_tensor.py:7", 4)
     assert "printing a tensor" in finding.hint
+    assert (finding.steps, finding.frequency, finding.severity) == (4, 1.0, "error")
 
 
 def test_thresholds_once_is_not_a_loop():
     one_read = {"metrics": {"ExecuteTime": {"samples": 1}}, "counters": {"MarkStep": 1},
-                "reads": {f"{CONTAINER_ROOT}/a.py:9": {".item()": 1}}, "transfers": {}}
-    assert analyse(one_read, []) == []
+                "reads": {f"{CONTAINER_ROOT}/a.py:9": {"kinds": {".item()": 1}, "at": [[1, 0]]}},
+                "transfers": {}, "clock": {"syncs": 1, "yields": 0}}
+    (finding,) = analyse(one_read, [])
+    assert (finding.severity, finding.summary) == ("info", "1 host read in 1 step, after the last step")
+    old_dump = {**one_read, "reads": {f"{CONTAINER_ROOT}/a.py:9": {".item()": 1}}}  # counts only
+    assert [f.severity for f in analyse(old_dump, [])] == ["info"]
     frame = Frame("<module>", f"{CONTAINER_ROOT}/a.py", 5)
     two_graphs = [Block("compilation", "user torch_xla.sync", h, frames=[frame]) for h in ("a", "b")]
     assert analyse({"metrics": {}, "counters": {}}, two_graphs) == []  # warm-up: a second graph is common
@@ -135,8 +178,8 @@ def test_thresholds_once_is_not_a_loop():
 def test_metrics_only_fallbacks_when_debug_output_is_missing():
     dump = {"metrics": {"ExecuteTime": {"samples": 6}}, "counters": {"MarkStep": 6, "UncachedCompile": 5,
                                                                     "aten::_local_scalar_dense": 6}}
-    kinds = [(f.kind, f.location, f.count) for f in analyse(dump, [])]
-    assert kinds == [("recompilation", "", 5), ("host-sync", "", 6)]
+    kinds = [(f.kind, f.location, f.count, f.severity) for f in analyse(dump, [])]
+    assert kinds == [("recompilation", "", 5, "error"), ("host-sync", "", 6, "error")]  # no steps counted
 
 
 def test_sites_map_back_to_the_users_dir():
@@ -151,7 +194,7 @@ def test_live_output_hides_the_analysis_wall_but_logs_everything():
     for start in range(0, len(text), 97):  # docker delivers arbitrary chunks
         sink.write(text[start:start + 97])
     assert log.getvalue() == text
-    assert shown == ["# /work/main/tests/data/xla_scripts/item_in_loop.py  in builder/smoke:e8de33382c6dc6004632de1d",
+    assert shown == ["# /work/wt/i21/tests/data/xla_scripts/item_in_loop.py  in builder/smoke:eba8d640d57199c0597e2b36",
                      "mean loss 0.9117128203312556"]
     assert is_noise("Execution Analysis: x") and is_noise("Computation hash: 1") and not is_noise("loss 1.0")
 
@@ -246,3 +289,30 @@ def test_wheel_smoke_of_an_extension_built_by_the_xla_recipe(tmp_path):
     assert wheel_smoke(index, same, "import torch_xla\n") == ("torch_xla==2.99.0", "import torch_xla\n")
     assert not is_real_torch_xla(fake)  # named torch_xla, but no metrics / parallel_loader modules
     assert real_xla_wheels(index, [built, same]) == []
+
+
+def test_readme_shows_the_exact_table_of_its_example(monkeypatch, tmp_path):
+    """README's xla-check example (tests/data/xla_readme/train.py, captured as train.log):
+    the table it shows is what print_findings prints for that run."""
+    from rich.console import Console
+
+    import builder.cli_xla as cli_xla
+
+    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
+    report = check_output((DATA / "xla_readme" / "train.log").read_text(), str(tmp_path))
+    assert [(f.severity, f.location.rsplit("/", 1)[1]) for f in report.findings] == \
+        [("error", "train.py:16"), ("warning", "train.py:20"), ("info", "train.py:21")]
+    printed = io.StringIO()
+    monkeypatch.setattr(cli_xla, "out", Console(file=printed, width=100, highlight=False, soft_wrap=True))
+    monkeypatch.setattr(cli_xla, "err", Console(file=io.StringIO(), width=100))
+    monkeypatch.chdir(tmp_path)
+    cli_xla.print_findings(report, Path("train.py"))
+    assert printed.getvalue().strip() in readme
+
+
+def test_steps_counted_by_the_loader_when_the_script_never_syncs():
+    report = check_output(captured("loader_only"), HOST)
+    assert (report.figures["steps"], report.figures["step_clock"]) == (12, "loader")
+    (finding,) = report.findings
+    assert (finding.location, finding.severity, finding.frequency) == (f"{HOST}/loader_only.py:21", "warning", 0.25)
+    assert finding.summary == "3 host reads in 12 steps, every 4th step"
