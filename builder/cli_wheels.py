@@ -8,6 +8,7 @@ import typer
 from rich.table import Table
 
 from builder.cli import app, get_config, handle_errors
+from builder.config import describe_ca
 from builder.console import err, out
 from builder.pipeline import Report, Request, run_wheels
 
@@ -109,4 +110,5 @@ def wheels_cmd(
         out.print_json(json.dumps(report_json(report)))
     else:
         err.print(report_table(report))
+        err.print(describe_ca(cfg), markup=False, highlight=False)
         out.print(f"index: {cfg.index_dir}/simple/", markup=False)
