@@ -23,14 +23,24 @@ from builder.errors import BuilderError
 app = typer.Typer(
     name="builder",
     help="Containerized, reproducible builds of PyTorch and PyTorch/XLA wheels.",
-    no_args_is_help=True,
+    epilog="Example: builder demo   (see `builder COMMAND --help` for each command's example)",
     add_completion=False,
     pretty_exceptions_enable=False,
 )
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_state: dict[str, Any] = {"config_path": None}
+_state: dict[str, Any] = {"config_path": None, "no_host_ca": False}
+
+# What `builder` alone prints: the three commands a newcomer needs, before the full list.
+FIRST_STEPS = """builder: containerized, reproducible builds of PyTorch and PyTorch/XLA wheels.
+
+Start here:
+  builder demo                                   the whole pipeline on bundled example repos (minutes, no config)
+  builder wheels --torch main --xla main         build torch + torch_xla wheels from git refs into the local index
+  builder index serve                            serve that index over HTTP (pip install --index-url URL torch)
+
+All commands: builder --help"""
 
 
 def handle_errors(func: F) -> F:
@@ -66,19 +76,29 @@ def get_config(overrides: dict[str, Any] | None = None) -> Config:
     import os
 
     path = find_config_file(_state["config_path"], os.environ)
+    if _state["no_host_ca"]:
+        overrides = {**(overrides or {}), "ca.extra_certificates": ""}
     return load_config(path, os.environ, overrides)
 
 
-@app.callback()
+@app.callback(invoke_without_command=True)
 def _root(
+    ctx: typer.Context,
     config: Path | None = typer.Option(None, "--config", "-c", help="Path to builder.toml."),
+    no_host_ca: bool = typer.Option(False, "--no-host-ca",
+                                    help="Do not trust the CA bundle $SSL_CERT_FILE / $REQUESTS_CA_BUNDLE / "
+                                         "$PIP_CERT names (same as \\[ca] extra_certificates = \"\")."),
     version: bool = typer.Option(False, "--version", help="Print the version and exit."),
 ) -> None:
     """Containerized, reproducible builds of PyTorch and PyTorch/XLA wheels."""
     if version:
         typer.echo(f"builder {__version__}")
         raise typer.Exit(0)
+    if ctx.invoked_subcommand is None:
+        typer.echo(FIRST_STEPS)
+        raise typer.Exit(0)
     _state["config_path"] = str(config) if config else None
+    _state["no_host_ca"] = no_host_ca
 
 
 def _register() -> None:
@@ -90,6 +110,9 @@ def _register() -> None:
     except ImportError:  # pragma: no cover - during development only
         pass
     from builder import cli_xla  # noqa: F401  (index fetch, xla-check)
+    from builder.cli_examples import attach
+
+    attach(app)
 
 
 def main() -> None:
