@@ -102,7 +102,8 @@ def explain_certificate_failure(exc: BuildError, log_path: Path, config: Config)
            else "it is empty, so only Debian's CAs are trusted")
     return BuildError(
         f"{exc.message} (TLS certificate verification failed: CERTIFICATE_VERIFY_FAILED)",
-        f"set [ca] extra_certificates in builder.toml to the PEM bundle that trusts your proxy or index "
+        f"set ca.extra_certificates ([ca] extra_certificates in builder.toml, or BUILDER_CA_EXTRA_CERTIFICATES) "
+        f"to the PEM bundle that trusts your proxy or index "
         f"({now}; unset, builder uses $SSL_CERT_FILE, $REQUESTS_CA_BUNDLE or $PIP_CERT); see the log {log_path}")
 
 
