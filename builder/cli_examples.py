@@ -24,7 +24,7 @@ EXAMPLES: dict[str, list[str]] = {
                "builder wheels --torch v2.9.0 --dry-run",
                "builder wheels --xla main --torch 2.9.0   (prebuilt torch from PyPI)"],
     "push": ["builder push --to http://localhost:8080/ --user ci dist/*.whl"],
-    "xla-check": ["builder xla-check train.py -- --epochs 1"],
+    "xla-check": ["builder xla-check train.py --epochs 1", "builder xla-check --strict --json train.py"],
     "cache stats": ["builder cache stats", "builder cache stats --json"],
     "cache path": ["builder cache path"],
     "cache clear": ["builder cache clear"],
