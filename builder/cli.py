@@ -32,19 +32,29 @@ from builder.errors import EXIT_FAILED, EXIT_INTERNAL, EXIT_SIGINT, EXIT_SIGTERM
 app = typer.Typer(
     name="builder",
     help="Containerized, reproducible builds of PyTorch and PyTorch/XLA wheels.",
-    no_args_is_help=True,
+    epilog="Example: builder demo   (see `builder COMMAND --help` for each command's example)",
     add_completion=False,
     pretty_exceptions_enable=False,
 )
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-_state: dict[str, Any] = {"config_path": None, "config": None}
+_state: dict[str, Any] = {"config_path": None, "config": None, "no_host_ca": False}
 
 # typer's usage errors (its bundled click, or click itself in older typer releases):
 # found from the public BadParameter rather than a private module path.
 _ClickException: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 _UsageError: type[Exception] = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "UsageError")
+
+# What `builder` alone prints: the three commands a newcomer needs, before the full list.
+FIRST_STEPS = """builder: containerized, reproducible builds of PyTorch and PyTorch/XLA wheels.
+
+Start here:
+  builder demo                                   the whole pipeline on bundled example repos (minutes, no config)
+  builder wheels --torch main --xla main         build torch + torch_xla wheels from git refs into the local index
+  builder index serve                            serve that index over HTTP (pip install --index-url URL torch)
+
+All commands: builder --help"""
 
 
 def handle_errors(func: F) -> F:
@@ -171,6 +181,8 @@ def _on_sigterm(signum: int, frame: Any) -> None:
 
 def get_config(overrides: dict[str, Any] | None = None) -> Config:
     path = find_config_file(_state["config_path"], os.environ)
+    if _state["no_host_ca"]:
+        overrides = {**(overrides or {}), "ca.extra_certificates": ""}
     cfg = load_config(path, os.environ, overrides)
     _state["config"] = cfg
     return cfg
@@ -182,14 +194,22 @@ def _print_version(value: bool) -> None:
         raise typer.Exit(0)
 
 
-@app.callback()
+@app.callback(invoke_without_command=True)
 def _root(
+    ctx: typer.Context,
     config: Path | None = typer.Option(None, "--config", "-c", help="Path to builder.toml."),
+    no_host_ca: bool = typer.Option(False, "--no-host-ca",
+                                    help="Do not trust the CA bundle $SSL_CERT_FILE / $REQUESTS_CA_BUNDLE / "
+                                         "$PIP_CERT names (same as \\[ca] extra_certificates = \"\")."),
     version: bool = typer.Option(False, "--version", help="Print the version and exit.",
                                  callback=_print_version, is_eager=True),
 ) -> None:
     """Containerized, reproducible builds of PyTorch and PyTorch/XLA wheels."""
+    if ctx.invoked_subcommand is None:
+        typer.echo(FIRST_STEPS)
+        raise typer.Exit(0)
     _state["config_path"] = str(config) if config else None
+    _state["no_host_ca"] = no_host_ca
 
 
 def _register() -> None:
@@ -207,6 +227,9 @@ def _register() -> None:
         cli_wheels,
         cli_xla,  # index fetch, xla-check (after cli_index, which creates `index`)
     )
+    from builder.cli_examples import attach
+
+    attach(app)
 
 
 def run(args: Sequence[str]) -> int:

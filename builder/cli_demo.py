@@ -1,14 +1,16 @@
 """`builder demo`: the whole pipeline on the bundled example repos, offline, in minutes.
 
-Writes the fake torch and fake xla (shipped with the package) into a temp dir as git
-repos, then runs the same commands a user types, against a private data dir: images,
-wheels, and the index listing.
+Writes the fake torch and fake xla (shipped with the package) into its workdir as git
+repos, then runs the same commands a user types, against a data dir in that workdir:
+images, wheels, and the index listing. The workdir keeps a builder.toml, so the demo's
+results stay findable afterwards (`builder -c WORKDIR/builder.toml index list`), and a
+second run in the same workdir reuses its repos and is a no-op.
 """
 
 from __future__ import annotations
 
 import json
-import os
+import shlex
 import subprocess
 import sys
 import tempfile
@@ -17,7 +19,7 @@ from pathlib import Path
 import typer
 
 from builder.cli import app, handle_errors, output_dir
-from builder.console import err
+from builder.console import err, out
 from builder.errors import BuildError
 
 
@@ -36,15 +38,16 @@ def demo_commands(config: Path) -> list[list[str]]:
 def demo_cmd(
     workdir: Path = typer.Option(None, "--workdir",
                                  help="Where to write the example repos and data (default: temp dir)."),
-    ca: str = typer.Option(None, "--extra-ca", help="Extra CA bundle for containers (default: $PIP_CERT if set)."),
+    ca: str = typer.Option(None, "--extra-ca", help="Extra CA bundle for containers (default: the one "
+                           "$SSL_CERT_FILE, $REQUESTS_CA_BUNDLE or $PIP_CERT names, as for every command)."),
 ) -> None:
     """Run the real pipeline on bundled example repos (fake torch + fake xla), offline."""
-    from builder.examples import BazelMirror, write_example_repo
+    from builder.examples import BazelMirror
 
-    root = output_dir(workdir, "--workdir") if workdir else Path(tempfile.mkdtemp(prefix="builder-demo-"))
-    torch_repo = write_example_repo("faketorch", root / "repos" / "faketorch")
-    xla_repo = write_example_repo("fakexla", root / "repos" / "fakexla")
-    extra_ca = ca or os.environ.get("PIP_CERT", "")
+    root = (output_dir(workdir, "--workdir") if workdir else Path(tempfile.mkdtemp(prefix="builder-demo-"))).absolute()
+    torch_repo = example_repo("faketorch", root / "repos" / "faketorch")
+    xla_repo = example_repo("fakexla", root / "repos" / "fakexla")
+    extra_ca = ca or ""
     # fakexla's .bazelversion names Bazel 7.4.1: bazelisk fetches the example's stand-in
     # from this mirror (on 127.0.0.1, for the demo's duration) instead of releases.bazel.build.
     with BazelMirror(root / "bazel-mirror") as mirror:
@@ -62,3 +65,20 @@ def demo_cmd(
                 raise BuildError(f"demo step failed: builder {' '.join(command[5:])}", f"see {root}")
     err.print(f"demo done: install with pip install --index-url file://{root / 'data' / 'index' / 'simple'}/ "
               "torch torch_xla", markup=False)
+    err.print("demo results: list them again any time with", markup=False)
+    out.print(index_list_command(config), markup=False)
+
+
+def index_list_command(config: Path) -> str:
+    """The exact line that lists the demo's index later (the demo's own builder.toml)."""
+    return f"builder -c {shlex.quote(str(config))} index list"
+
+
+def example_repo(name: str, dest: Path) -> Path:
+    """The example repo at ``dest``: written once, reused by later demos in the same
+    workdir (its commits are deterministic, so a rerun builds nothing new)."""
+    from builder.examples import write_example_repo
+
+    if (dest / ".git").exists():
+        return dest
+    return write_example_repo(name, dest)

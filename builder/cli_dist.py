@@ -27,9 +27,6 @@ def up_cmd(
     cpus: int = typer.Option(0, "--cpus-per-server", min=0, help="Pin each server to this many cores (0: all)."),
 ) -> None:
     """Start a scheduler and build servers on 127.0.0.1 (needs root and bubblewrap).
-
-    Example: builder dist up --servers 2 && BUILDER_DIST_TOKEN=$(cat ~/.local/share/builder/dist/client-token)
-    builder wheels --torch main --dist http://127.0.0.1:PORT
     """
     cluster = dist.up(_root(), servers, cpus)
     out.print(f"scheduler {cluster.scheduler}, servers {', '.join(cluster.servers)}", markup=False)
@@ -41,8 +38,6 @@ def up_cmd(
 @handle_errors
 def down_cmd() -> None:
     """Stop the cluster `builder dist up` started (by its recorded pids).
-
-    Example: builder dist down
     """
     stopped = dist.down(_root())
     out.print(f"stopped {', '.join(stopped)}" if stopped else "no cluster is running here", markup=False)
@@ -52,8 +47,6 @@ def down_cmd() -> None:
 @handle_errors
 def status_cmd() -> None:
     """The local cluster's scheduler and what it reports.
-
-    Example: builder dist status
     """
     cluster = dist.load(_root())
     if cluster is None:

@@ -12,7 +12,7 @@ from rich.table import Table
 from builder import config as config_mod
 from builder.bootstrap import bootstrap_base
 from builder.cli import app, get_config, handle_errors, output_dir
-from builder.config import Config
+from builder.config import Config, describe_ca
 from builder.console import err, out
 from builder.engine import Engine
 from builder.errors import BuilderError
@@ -117,6 +117,7 @@ def run_images(cfg: Config, stage: str | None = None, force: tuple[str, ...] = (
         out.print_json(json.dumps([r.__dict__ | {"log_path": str(r.log_path or "")} for r in results]))
     else:
         err.print(summary_table(results, total))
+        err.print(describe_ca(cfg), markup=False, highlight=False)
     return results
 
 

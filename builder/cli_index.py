@@ -122,7 +122,15 @@ def index_serve(
         err.print(f"serving {cmd.files_dir} ({'uploads with --auth users' if auth else 'read-only'}); "
                   "Ctrl-C stops", markup=False)
 
-    code = run_server(cmd, on_ready=ready)
+    def regenerate() -> None:
+        try:
+            index.regenerate()
+        except IndexError_ as exc:  # keep serving; the next change (or `index add`) retries
+            err.print(f"warning: could not regenerate the index pages: {exc}", markup=False)
+        else:
+            err.print(f"index pages regenerated ({index.simple_url()})", markup=False)
+
+    code = run_server(cmd, on_ready=ready, on_change=regenerate)
     if code != 0:
         raise IndexError_(f"pypiserver exited with code {code}")
     err.print("stopped", markup=False)

@@ -39,8 +39,6 @@ def profile_cmd(
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
 ) -> None:
     """Where a wheel's compile time went and why its cache missed.
-
-    Example: builder profile torch --diff torch-2.99.0a0+git1234567-cp311-cp311-linux_x86_64.whl
     """
     cfg = get_config()
     current = _find(cfg.data_dir, wheel)

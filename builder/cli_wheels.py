@@ -8,6 +8,7 @@ import typer
 from rich.table import Table
 
 from builder.cli import MAX_JOBS, app, get_config, handle_errors, in_range
+from builder.config import describe_ca
 from builder.console import err, out
 from builder.pipeline import Report, Request, run_wheels
 from builder.progress import Reporter
@@ -150,8 +151,10 @@ def wheels_cmd(
         out.print_json(json.dumps(report_json(report)))
     elif err.is_terminal:
         err.print(report_table(report))
+        err.print(describe_ca(cfg), markup=False, highlight=False)
         out.print(f"index: {cfg.index_dir}/simple/", markup=False)
     else:
         for line in report_lines(report):
             err.print(line, markup=False, highlight=False, soft_wrap=True)
+        err.print(describe_ca(cfg), markup=False, highlight=False)
         out.print(f"index: {cfg.index_dir}/simple/", markup=False)

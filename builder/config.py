@@ -101,10 +101,16 @@ class PythonConfig:
     index_url: str = "https://pypi.org/simple"
 
 
+# The variables that name the host's CA bundle, in the order builder looks at them when
+# [ca] extra_certificates is not set: OpenSSL's own, then requests', then pip's.
+HOST_CA_VARIABLES = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "PIP_CERT")
+
+
 @dataclass(frozen=True)
 class CAConfig:
     # A PEM bundle of extra CA certificates the images and build containers trust
-    # (TLS-intercepting proxies, private indexes). Empty: trust Debian's bundle only.
+    # (TLS-intercepting proxies, private indexes). Not set: the bundle the environment
+    # names (HOST_CA_VARIABLES, first that names a file). Set to "": Debian's bundle only.
     extra_certificates: str = ""
 
 
@@ -181,6 +187,9 @@ class Config:
     dist: DistConfig = field(default_factory=DistConfig)
     data_dir: str = field(default_factory=default_data_dir)
     source: str = "<defaults>"  # where the file part came from, for messages
+    # Where ca.extra_certificates came from, for the summary: "$SSL_CERT_FILE" (found in
+    # the environment), "setting" (builder.toml, BUILDER_CA_*, flags) or "" (none).
+    ca_origin: str = ""
 
     @property
     def index_dir(self) -> Path:
@@ -465,14 +474,46 @@ def load_config(path: Path | None = None, environ: Mapping[str, str] | None = No
             flag_data.setdefault(section, {})[key] = value
     _apply(values, flag_data, "command line")
 
+    ca_origin = "setting" if values.get("ca", {}).get("extra_certificates") else ""
+    if "extra_certificates" not in values.get("ca", {}):
+        found = host_ca_bundle(environ)
+        if found is not None:
+            variable, bundle = found
+            values.setdefault("ca", {})["extra_certificates"] = bundle
+            ca_origin = f"${variable}"
+
     sections = _sections()
     kwargs: dict[str, Any] = {name: cls(**values.get(name, {})) for name, cls in sections.items()}
     kwargs["data_dir"] = values.get("", {}).get("data_dir") or _resolve_path(default_data_dir(), Path.cwd(),
                                                                               "data_dir")
-    return Config(**kwargs, source=source)
+    return Config(**kwargs, source=source, ca_origin=ca_origin)
+
+
+def host_ca_bundle(environ: Mapping[str, str]) -> tuple[str, str] | None:
+    """(variable, path) of the first HOST_CA_VARIABLES entry naming an existing file.
+
+    The host already trusts this bundle (a TLS-intercepting proxy's CA, a private
+    index's); the images need the same trust for pip and git to reach the same hosts."""
+    for variable in HOST_CA_VARIABLES:
+        path = environ.get(variable, "")
+        if path and Path(path).expanduser().is_file():
+            return variable, path
+    return None
+
+
+def describe_ca(config: Config) -> str:
+    """One line for summaries: which CA bundle the images trust, and why."""
+    path = config.ca.extra_certificates
+    if not path:
+        return "CA: Debian's bundle only ([ca] extra_certificates is empty)"
+    if config.ca_origin.startswith("$"):
+        return (f"CA: {path} (from {config.ca_origin}; set [ca] extra_certificates = \"\" "
+                "or pass --no-host-ca to turn it off)")
+    return f"CA: {path} ([ca] extra_certificates)"
 
 
 def as_dict(config: Config) -> dict[str, Any]:
     data = dataclasses.asdict(config)
     data.pop("source", None)
+    data.pop("ca_origin", None)
     return data

@@ -79,6 +79,34 @@ def check_pins(stage: str, pins: dict[str, str], versions: dict[str, str]) -> No
             )
 
 
+# What OpenSSL-based clients (pip, requests, urllib) and git/curl print when a server's
+# certificate chain is not trusted: a TLS-intercepting proxy or a private index whose CA
+# the image does not have.
+_CERT_FAILURES = ("CERTIFICATE_VERIFY_FAILED", "certificate verify failed", "SSL certificate problem")
+
+
+def log_shows_certificate_failure(text: str) -> bool:
+    return any(marker in text for marker in _CERT_FAILURES)
+
+
+def explain_certificate_failure(exc: BuildError, log_path: Path, config: Config) -> BuildError:
+    """``exc`` unchanged, unless the build log shows a TLS certificate failure: then the
+    error says so and names the setting that fixes it (the log stays in the hint)."""
+    try:
+        text = log_path.read_text(errors="replace")
+    except OSError:
+        return exc
+    if not log_shows_certificate_failure(text):
+        return exc
+    now = (f"it is {config.ca.extra_certificates}" if config.ca.extra_certificates
+           else "it is empty, so only Debian's CAs are trusted")
+    return BuildError(
+        f"{exc.message} (TLS certificate verification failed: CERTIFICATE_VERIFY_FAILED)",
+        f"set ca.extra_certificates ([ca] extra_certificates in builder.toml, or BUILDER_CA_EXTRA_CERTIFICATES) "
+        f"to the PEM bundle that trusts your proxy or index "
+        f"({now}; unset, builder uses $SSL_CERT_FILE, $REQUESTS_CA_BUNDLE or $PIP_CERT); see the log {log_path}")
+
+
 def compiler_banners(engine: Engine, image: str, commands: list[str]) -> dict[str, str]:
     """First line of ``CMD --version`` for each command, read from a container."""
     if not commands:
@@ -156,8 +184,11 @@ def build_stages(engine: Engine, config: Config, specs: list[StageSpec], report:
             report(stage.name, "building")
             started = time.monotonic()
             log_path = logs_dir / f"{stage.name}-{stage.key}.log"
-            built = engine.build(stage.dockerfile, spec.files, stage.tag, stage_labels(stage),
-                                 spec.buildargs, log_path, network=config.build.network)
+            try:
+                built = engine.build(stage.dockerfile, spec.files, stage.tag, stage_labels(stage),
+                                     spec.buildargs, log_path, network=config.build.network)
+            except BuildError as exc:
+                raise explain_certificate_failure(exc, log_path, config) from None
             versions = installed_versions(engine, stage.tag, sorted(spec.pins))
             banners = compiler_banners(engine, stage.tag, sorted(spec.compilers))
             try:

@@ -68,9 +68,23 @@ class _Stop(Exception):
     """Raised from the SIGTERM handler so Ctrl-C and `kill` take the same clean path."""
 
 
+def files_snapshot(files_dir: Path) -> frozenset[tuple[str, int, int]]:
+    """(name, size, mtime) of each wheel: changes when an upload lands or is still growing."""
+    try:
+        return frozenset((p.name, st.st_size, st.st_mtime_ns) for p in files_dir.glob("*.whl")
+                         if not p.name.startswith(".") and (st := p.stat()))
+    except OSError:
+        return frozenset()
+
+
 def run_server(cmd: ServeCommand, on_ready: Callable[[str], None] | None = None,
-               ready_timeout: float = 30.0) -> int:
+               ready_timeout: float = 30.0, on_change: Callable[[], None] | None = None,
+               poll: float = 0.5) -> int:
     """Start pypiserver, wait until it answers, run until it exits or we are interrupted.
+
+    pypiserver writes uploads straight into ``files/`` and knows nothing of the
+    directory index's pages; ``on_change`` (regenerate them under the index lock) runs
+    whenever the set of wheels there changes, so file:// users see what HTTP users see.
 
     Returns 0 after Ctrl-C/SIGTERM (the server was stopped on purpose), else the
     server's own exit code. The child gets its own process group so that Ctrl-C reaches
@@ -91,7 +105,16 @@ def run_server(cmd: ServeCommand, on_ready: Callable[[str], None] | None = None,
             _wait_ready(proc, cmd, ready_timeout)
             if on_ready is not None:
                 on_ready(cmd.url)
-            return proc.wait()
+            if on_change is None:
+                return proc.wait()
+            seen = files_snapshot(cmd.files_dir)
+            while (code := proc.poll()) is None:
+                time.sleep(poll)
+                now = files_snapshot(cmd.files_dir)
+                if now != seen:
+                    on_change()
+                    seen = now
+            return code
         except (KeyboardInterrupt, _Stop):
             _stop(proc)
             return 0

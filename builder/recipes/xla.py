@@ -61,8 +61,9 @@ class XlaRecipe(Recipe):
         return env
 
     def unkeyed_env(self) -> set[str]:
-        # Where caches and the Bazel download live and who runs the build: speed, not output.
-        return super().unkeyed_env() | {"BAZEL_DISK_CACHE_PATH", "BAZELISK_HOME", "USER"}
+        # Where caches and the Bazel download live (the Bazel version itself is keyed) and
+        # who runs the build: speed, not output.
+        return super().unkeyed_env() | {"BAZEL_DISK_CACHE_PATH", "BAZELISK_HOME", "BAZELISK_BASE_URL", "USER"}
 
     def bazelrc(self, ctx: BuildContext) -> str:
         if not ctx.bazel_remote:

@@ -3,15 +3,18 @@ wheels (torch on scikit-build-core, torch_xla against it), the no-op rerun, the 
 
 from __future__ import annotations
 
+import shlex
+
 import pytest
 
-from tests.conftest import HOST_CA, run_builder
+from tests.conftest import run_builder
 
 pytestmark = pytest.mark.docker
 
 
 def test_demo_builds_reruns_as_a_noop_and_lists_the_index(tmp_path, base_image):
-    done = run_builder("demo", "--workdir", str(tmp_path), "--extra-ca", HOST_CA, timeout=1500)
+    # No --extra-ca: the demo trusts the CA bundle the environment names, like every command.
+    done = run_builder("demo", "--workdir", str(tmp_path), timeout=1500)
     assert done.returncode == 0, done.stderr[-3000:]
     text = done.stdout + done.stderr
     assert text.count("torch: built torch-2.99.0a0+git") == 1  # built once ...
@@ -19,3 +22,10 @@ def test_demo_builds_reruns_as_a_noop_and_lists_the_index(tmp_path, base_image):
     files = sorted(p.name.split("-", 1)[0] for p in (tmp_path / "data" / "index" / "files").glob("*.whl"))
     assert files == ["filelock", "fsspec", "torch", "torch_xla", "typing_extensions"], files
     assert f"demo done: install with pip install --index-url file://{tmp_path}/data/index/simple/" in text
+
+    # The demo's results stay findable: the line it prints lists them, from any directory.
+    printed = done.stdout.strip().splitlines()[-1]
+    assert printed == f"builder -c {tmp_path}/builder.toml index list", done.stdout
+    argv = shlex.split(printed)
+    listed = run_builder(*argv[3:], config=tmp_path / "builder.toml", check=True, cwd=tmp_path.parent)
+    assert "torch-2.99.0a0+git" in listed.stdout and "torch_xla-" in listed.stdout, listed.stdout

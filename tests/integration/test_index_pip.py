@@ -177,3 +177,51 @@ def test_served_index_installs_refuses_uploads_and_stops_on_sigint(
     assert simple in out
     with pytest.raises(requests.ConnectionError):
         requests.get(f"{base}/health", timeout=2)
+
+
+def test_twine_upload_to_auth_server_is_visible_to_file_users(tmp_path: Path, venv: Path) -> None:
+    """pypiserver writes the upload into files/; builder regenerates simple/ under the index
+    lock, so pip through file:// (no find-links, no config) installs what twine uploaded."""
+    from passlib.apache import HtpasswdFile
+
+    index = DirectoryIndex(tmp_path / "index")
+    index.regenerate()  # an empty index: the pages exist and list nothing
+    htpasswd = HtpasswdFile(str(tmp_path / "htpasswd"), new=True)
+    htpasswd.set_password("uploader", "s3cret")
+    htpasswd.save()
+    port = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "builder", "index", "serve", "--port", str(port),
+                             "--host", "127.0.0.1", "--dir", str(index.root), "--auth", str(tmp_path / "htpasswd")],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    base = f"http://127.0.0.1:{port}"
+    try:
+        deadline = time.monotonic() + 30
+        while True:
+            assert proc.poll() is None, proc.communicate()
+            try:
+                if requests.get(f"{base}/health", timeout=1).status_code == 200:
+                    break
+            except requests.RequestException:
+                pass
+            assert time.monotonic() < deadline, "builder index serve did not come up"
+            time.sleep(0.1)
+        wheel = make_wheel(tmp_path / "src", "Uploaded_Probe", "3.1", requires_python=">=3.8", payload=b"up")
+        upload = subprocess.run([sys.executable, "-m", "twine", "upload", "--non-interactive", "--disable-progress-bar",
+                                 "--repository-url", f"{base}/", "-u", "uploader", "-p", "s3cret", str(wheel)],
+                                capture_output=True, text=True, timeout=120, env=clean_env())
+        assert upload.returncode == 0, upload.stdout + upload.stderr
+        page = index.simple_dir / "uploaded-probe" / "index.html"
+        deadline = time.monotonic() + 15
+        while not (page.is_file() and wheel.name in page.read_text()):
+            assert time.monotonic() < deadline, "simple/ pages do not list the uploaded wheel"
+            time.sleep(0.2)
+        assert "uploaded-probe" in (index.simple_dir / "index.html").read_text()
+    finally:
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=20)
+    assert "index pages regenerated" in err
+
+    done = pip("install", "--no-deps", "--index-url", index.simple_url(), "uploaded-probe==3.1", python=venv)
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert f"Looking in indexes: {index.simple_url().rstrip('/')}" in done.stdout
+    assert "Successfully installed uploaded-probe-3.1" in done.stdout

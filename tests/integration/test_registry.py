@@ -21,7 +21,8 @@ pytestmark = pytest.mark.docker
 @pytest.fixture(scope="module")
 def registry(tmp_path_factory):
     if shutil.which("docker-registry") is None:
-        pytest.fail("docker-registry is not installed (apt-get install docker-registry; .ci/run does it)")
+        pytest.fail("docker-registry is not installed "
+                    "(apt-get install docker-registry; make test installs it when run as root)")
     root = tmp_path_factory.mktemp("registry")
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

@@ -106,6 +106,7 @@ def test_prebuilt_torch_wheel_in_the_index_is_not_recompiled(env, prebuilt):
 
 def test_bazel_that_cannot_be_downloaded_is_one_clear_line(env, prebuilt):
     dead = "http://127.0.0.1:9"  # nothing listens on the discard port
+    commit_change(env["fakexla"], "torch_xla/csrc/xla_kernel_003.cpp")  # something to build (the mirror is unkeyed)
     cfg = env["root"] / "dead-mirror.toml"
     cfg.write_text(env["prebuilt"].read_text().replace("[bazel]\nbase_url", f'[bazel]\nbase_url = "{dead}"\n#'))
     done = run_builder("wheels", "--torch", prebuilt, "--xla", "main", config=cfg)
