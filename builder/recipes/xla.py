@@ -72,6 +72,23 @@ class XlaRecipe(Recipe):
         # back on, the shared cache would be read but never filled.
         return f"build --remote_cache={ctx.bazel_remote}\nbuild --remote_upload_local_results\n"
 
+    @staticmethod
+    def remote_execution_bazelrc(executor: str, instance: str = "", jobs: int = 0) -> str:
+        """The ~/.bazelrc lines that would run XLA's Bazel actions on a remote execution
+        service (Buildbarn, NativeLink, BuildBuddy...: any REAPI endpoint). On paper only:
+        no Bazel runs on builder's test machine (docs/bazel-remote-execution.md)."""
+        if not executor.startswith(("grpc://", "grpcs://")):
+            raise ValueError(f"a remote executor is a grpc:// or grpcs:// endpoint, not {executor!r}")
+        lines = [f"build --remote_executor={executor}", "build --remote_upload_local_results",
+                 "build --remote_download_toplevel",  # as upstream's remote_cache config
+                 "build --spawn_strategy=remote,local",
+                 "build --remote_timeout=3600"]
+        if instance:
+            lines.append(f"build --remote_instance_name={instance}")
+        if jobs:
+            lines.append(f"build --jobs={jobs}")  # remote slots, not local cores
+        return "\n".join(lines) + "\n"
+
     def prepare_lines(self, ctx: BuildContext) -> list[str]:
         lines = [f"mkdir -p {BAZEL_DISK_CACHE} {BAZELISK_HOME}"]
         rc = self.bazelrc(ctx)

@@ -40,3 +40,16 @@ def test_requirements_torch_source_and_normalizer_are_keyed(monkeypatch):
     assert key(torch_source="b" * 40) != base
     monkeypatch.setattr(wheelstep, "NORMALIZER_VERSION", normalize.NORMALIZER_VERSION + "x")
     assert key() != base
+
+
+def test_remote_execution_lines_on_paper():
+    import pytest
+
+    xla = get_recipe("xla")
+    text = xla.remote_execution_bazelrc("grpcs://reapi.example:443", "default", jobs=200)
+    assert text.splitlines() == ["build --remote_executor=grpcs://reapi.example:443",
+                                 "build --remote_upload_local_results", "build --remote_download_toplevel",
+                                 "build --spawn_strategy=remote,local", "build --remote_timeout=3600",
+                                 "build --remote_instance_name=default", "build --jobs=200"]
+    with pytest.raises(ValueError, match="grpc"):
+        xla.remote_execution_bazelrc("http://cache:8080")
