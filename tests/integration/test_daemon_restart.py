@@ -1,63 +1,140 @@
 """The Docker daemon stops in the middle of a compile: the run fails with one clear
-error; after the daemon is back, a rerun reuses every stage image and finishes."""
+error; after the daemon is back, a rerun reuses every stage image and finishes.
+
+The daemon stopped here is a private one this test starts (own data root, exec root,
+pid file and socket under a temp dir) and stops by its pid: no other engine on the
+machine is touched. A private engine starts empty, so the stage images the build needs
+are made on the shared engine and copied over with `docker save | docker load` (image
+IDs survive, so stage keys match)."""
 
 from __future__ import annotations
 
 import json
+import os
+import shutil
+import signal
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
 
+import docker
 import pytest
 
+from builder.engine import Engine
 from builder.examples import write_example_repo
-from tests.conftest import REPO, run_builder, write_config
+from tests.conftest import run_builder, write_config
 
 pytestmark = pytest.mark.docker
 
 
-def dockerd_pids() -> list[int]:
-    done = subprocess.run(["pgrep", "-x", "dockerd"], capture_output=True, text=True)
-    return [int(p) for p in done.stdout.split()]
+class PrivateDockerd:
+    """One dockerd under `root`, started and stopped by pid; restartable on the same data."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.socket = root / "docker.sock"
+        self.host = f"unix://{self.socket}"
+        self.proc: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> None:
+        log = open(self.root / "dockerd.log", "ab")
+        self.proc = subprocess.Popen(
+            ["dockerd", "--data-root", str(self.root / "data"), "--exec-root", str(self.root / "exec"),
+             "--pidfile", str(self.root / "dockerd.pid"), "-H", self.host,
+             "--bridge=none", "--iptables=false", "--ip6tables=false"],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        log.close()
+        deadline = time.monotonic() + 60
+        while True:
+            if self.proc.poll() is not None:
+                pytest.fail(f"private dockerd exited: {self.log_tail()}")
+            try:
+                docker.DockerClient(base_url=self.host, timeout=5).ping()
+                return
+            except Exception:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"private dockerd did not answer within 60 s: {self.log_tail()}")
+                time.sleep(0.5)
+
+    def stop(self) -> None:
+        """SIGTERM to our own dockerd's pid (checked against its pid file), then wait."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        pidfile = self.root / "dockerd.pid"
+        if pidfile.is_file():
+            assert int(pidfile.read_text().strip()) == self.proc.pid
+        os.kill(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
+
+    def log_tail(self) -> str:
+        return (self.root / "dockerd.log").read_text(errors="replace")[-2000:]
 
 
-def test_daemon_restart_mid_build_then_rerun_resumes(tmp_path: Path, base_image, engine):
-    if not dockerd_pids():
-        pytest.fail("this test restarts a local dockerd, and none runs here")
+@pytest.fixture()
+def private_dockerd():
+    # A short path: unix socket paths (ours and containerd's under the exec root) are limited to 108 bytes.
+    root = Path(tempfile.mkdtemp(prefix="bd-", dir="/tmp"))
+    daemon = PrivateDockerd(root)
+    daemon.start()
+    try:
+        yield daemon
+    finally:
+        daemon.stop()
+        subprocess.run(["umount", "-R", str(root / "exec")], capture_output=True)  # nothing left mounted
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def copy_images(tags: list[str], host: str) -> None:
+    save = subprocess.Popen(["docker", "save", *tags], stdout=subprocess.PIPE)
+    load = subprocess.run(["docker", "-H", host, "load", "-q"], stdin=save.stdout, capture_output=True)
+    save.stdout.close()
+    assert save.wait() == 0 and load.returncode == 0, load.stderr
+
+
+def test_daemon_restart_mid_build_then_rerun_resumes(tmp_path: Path, base_image, engine, private_dockerd):
     repo = write_example_repo("faketorch", tmp_path / "faketorch")
     volume = f"builder-test-restart-{uuid.uuid4().hex[:8]}"
     cfg = write_config(tmp_path / "builder.toml", tmp_path / "data",
                        f'[repos]\ntorch = "file://{repo}"\n[cache]\nccache = "volume:{volume}"\n')
+    # Stage images come from the shared engine (built once per machine), copied into the private one.
     stages = json.loads(run_builder("images", "--json", config=cfg, check=True).stdout)
+    copy_images([base_image, *[s["tag"] for s in stages]], private_dockerd.host)
+    private_env = {**os.environ, "DOCKER_HOST": private_dockerd.host}
+    private = Engine(docker.DockerClient(base_url=private_dockerd.host, timeout=600))
+
     proc = subprocess.Popen([sys.executable, "-m", "builder", "--config", str(cfg), "wheels", "--torch", "main",
-                             "--no-smoke"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                             "--no-smoke"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=private_env)
     try:
-        deadline = time.monotonic() + 120
-        while not engine.client.containers.list(filters={"label": [f"builder.pid={proc.pid}",
-                                                                   "builder.step=torch"]}):
+        deadline = time.monotonic() + 300
+        while not private.client.containers.list(filters={"label": [f"builder.pid={proc.pid}",
+                                                                    "builder.step=torch"]}):
+            assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "the build container never started"
             time.sleep(0.2)
         time.sleep(2)
-        subprocess.run(["pkill", "-TERM", "-x", "dockerd"], check=True)
+        private_dockerd.stop()
         _, err = proc.communicate(timeout=180)
     finally:
         if proc.poll() is None:
             proc.kill()
-        for _ in range(60):
-            if not dockerd_pids():
-                break
-            time.sleep(1)
-        subprocess.run(["bash", str(REPO / ".ci" / "dockerd-up")], check=True)
     assert proc.returncode == 1
     errors = [line for line in err.splitlines() if line.startswith("error:")]
     assert len(errors) == 1, err
     assert "Docker daemon" in errors[0] or "building torch from" in errors[0], errors[0]
-    assert not (tmp_path / "data" / "index" / "files").is_dir() or \
-        not list((tmp_path / "data" / "index" / "files").glob("*.whl"))
+    files = tmp_path / "data" / "index" / "files"
+    assert not files.is_dir() or not list(files.glob("*.whl"))
 
-    rerun = run_builder("wheels", "--torch", "main", "--no-smoke", "--json", config=cfg)
+    private_dockerd.start()
+    private = Engine(docker.DockerClient(base_url=private_dockerd.host, timeout=600))
+    rerun = run_builder("wheels", "--torch", "main", "--no-smoke", "--json", config=cfg, env=private_env)
     assert rerun.returncode == 0, rerun.stderr
     report = json.loads(rerun.stdout)
     assert all(s["reused"] for s in report["stages"])  # the deps layer too: built before the daemon died
@@ -65,5 +142,5 @@ def test_daemon_restart_mid_build_then_rerun_resumes(tmp_path: Path, base_image,
     assert [s["image_id"] for s in image_stages] == [s["image_id"] for s in stages]
     assert report["wheels"][0]["status"] == "built"
     # Whatever the dying daemon could not remove is gone after the rerun.
-    assert engine.client.containers.list(all=True, filters={"label": f"builder.pid={proc.pid}"}) == []
-    engine.remove_volume(volume)
+    assert private.client.containers.list(all=True, filters={"label": f"builder.pid={proc.pid}"}) == []
+    private.remove_volume(volume)
