@@ -87,8 +87,15 @@ def private_dockerd():
         yield daemon
     finally:
         daemon.stop()
-        subprocess.run(["umount", "-R", str(root / "exec")], capture_output=True)  # nothing left mounted
-        shutil.rmtree(root, ignore_errors=True)
+        unmount_under(root)
+        shutil.rmtree(root)
+
+
+def unmount_under(root: Path) -> None:
+    """Unmount what our dockerd left mounted under its root (e.g. exec/netns/default), deepest first."""
+    mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
+    for point in sorted((m for m in mounts if m.startswith(f"{root}/")), key=len, reverse=True):
+        subprocess.run(["umount", point], check=True)
 
 
 def copy_images(tags: list[str], host: str) -> None:
