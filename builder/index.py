@@ -36,7 +36,8 @@ from filelock import FileLock, Timeout
 from packaging.version import InvalidVersion, Version
 
 from builder.errors import BuilderError, IndexError_, ValidationError
-from builder.wheelmeta import CHUNK, WheelInfo, inspect_wheel, normalize_name, parse_filename
+from builder.wheelcheck import check_wheel_contents
+from builder.wheelmeta import CHUNK, WheelInfo, inspect_wheel, normalize_name, parse_filename, read_metadata
 
 MANIFEST_SUFFIX = ".manifest.json"
 _TMP_PREFIX = ".tmp-"  # leading dot: pypiserver and listings skip it
@@ -107,6 +108,9 @@ class DirectoryIndex:
         manifest_text = _manifest_text(manifest)
         if not src.is_file():
             raise IndexError_(f"{src}: no such file")
+        # Checked on the user's own file, before a byte is copied: errors name it, not a temp copy.
+        read_metadata(src, wheel)
+        check_wheel_contents(src, wheel)
         self._ensure_dirs()
         tmp, digest = self._copy_to_temp(src, wheel.filename)
         try:
