@@ -39,7 +39,16 @@ from builder.recipes.base import INDEX_MOUNT, Recipe, pip_from_local_index
 from builder.refs import ResolvedRef, is_version, resolve_ref
 from builder.resources import choose_jobs, free_disk_gib
 from builder.sources import checkout, commit_time, update_mirror
-from builder.wheelstep import StepMounts, StepOutcome, container_env, find_reusable, run_step, wheel_key
+from builder.wheelstep import (
+    WORK_DIR_LABEL,
+    StepMounts,
+    StepOutcome,
+    container_env,
+    find_reusable,
+    remove_stale_work_dir,
+    run_step,
+    wheel_key,
+)
 
 Note = Callable[[str], None]
 
@@ -391,8 +400,10 @@ def run_wheels(cfg: Config, request: Request, note: Note) -> Report:
         lock = load_lock(request.lock_file)
         check_sources(lock, [(t.recipe, t.ref.url, t.ref.ref, t.ref.sha) for t in targets if t.ref])
     engine = Engine()
-    for name in engine.reap_orphans():
+    for name, labels in engine.reap_orphans():
         note(f"removed container {name} left behind by an interrupted earlier run")
+        if remove_stale_work_dir(Path(cfg.data_dir) / "work", labels.get(WORK_DIR_LABEL, "")):
+            note(f"removed its work dir {labels[WORK_DIR_LABEL]}")
     index = DirectoryIndex(cfg.index_dir)
     base_id = prepare_base(engine, cfg, note)
     if lock is not None:

@@ -88,6 +88,20 @@ def find_reusable(index: DirectoryIndex, recipe: Recipe, key: str, source_sha: s
                        existing.sha256, key, source_sha=source_sha, manifest=existing.manifest or {})
 
 
+WORK_DIR_LABEL = "builder.workdir"  # lets the next run remove this dir if we are SIGKILLed
+
+
+def remove_stale_work_dir(work_root: Path, labelled: str) -> bool:
+    """Remove an interrupted run's work dir, only if it is a direct child of ``work_root``."""
+    if not labelled:
+        return False
+    path = Path(labelled)
+    if path.parent != work_root or not path.is_dir():
+        return False
+    shutil.rmtree(path, ignore_errors=True)
+    return not path.exists()
+
+
 def run_step(engine: Engine, index: DirectoryIndex, recipe: Recipe, ctx: BuildContext, tree: SourceTree,
              key: str, image_tag: str, image_id: str, mounts: StepMounts, work_dir: Path, log_path: Path,
              network: str = "host", user: str | None = None, nano_cpus: int | None = None,
@@ -110,7 +124,7 @@ def run_step(engine: Engine, index: DirectoryIndex, recipe: Recipe, ctx: BuildCo
                     Mount(str(tree.path), recipe.source_dir), Mount(str(out), OUT_MOUNT),
                     Mount(str(index.root), INDEX_MOUNT, read_only=True)],
             workdir=recipe.source_dir, user=user, network=network, nano_cpus=nano_cpus, mem_limit=mem_limit,
-            labels={"builder.step": recipe.name, "builder.key": key},
+            labels={"builder.step": recipe.name, "builder.key": key, WORK_DIR_LABEL: str(out)},
         )
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with log_path.open("w") as log:
