@@ -430,6 +430,9 @@ def run_wheels(cfg: Config, request: Request, note: Note) -> Report:
             outcome = build_target(engine, cfg, index, recipe, target.ref, request, report, deps,
                                    torch_outcome, note, provenance, requirements)
         note(f"{recipe.project}: {outcome.status} {outcome.filename}")
+        if outcome.replaced_corrupt:
+            note(f"{recipe.project}: the published {outcome.filename} was corrupt (its bytes no longer matched "
+                 "its manifest); replaced it with the rebuilt wheel")
         if target.ref is not None:  # a prebuilt wheel was fetched with its dependencies
             note(f"{recipe.project}: {fetch_dependencies(cfg, index, [outcome.filename], note)}")
         report.steps.append(outcome)

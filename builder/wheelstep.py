@@ -44,6 +44,7 @@ class StepOutcome:
     source_sha: str = ""
     log_path: Path | None = None
     manifest: dict[str, Any] = field(default_factory=dict)
+    replaced_corrupt: bool = False  # the index held a corrupt copy of this wheel; replaced
 
 
 @dataclass(frozen=True)
@@ -150,7 +151,8 @@ def run_step(engine: Engine, index: DirectoryIndex, recipe: Recipe, ctx: BuildCo
         added = index.add(wheels[0], manifest)
         entry = next(e for e in index.entries() if e.filename == added.filename)
         return StepOutcome(recipe.name, recipe.project, "built", added.filename, entry.version, added.sha256,
-                           key, time.monotonic() - started, stats, tree.sha, log_path, manifest)
+                           key, time.monotonic() - started, stats, tree.sha, log_path, manifest,
+                           replaced_corrupt=added.status == "repaired")
     finally:
         shutil.rmtree(out, ignore_errors=True)
 
