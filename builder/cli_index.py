@@ -77,6 +77,39 @@ def index_list(
     out.print(table)
 
 
+@index_app.command("check")
+@handle_errors
+def index_check(
+    repair: bool = typer.Option(False, "--repair", help="Move corrupt files aside (<index>/corrupt/), rewrite pages."),
+    as_json: bool = typer.Option(False, "--json", help="Print the findings as JSON."),
+    directory: Path | None = typer.Option(None, "--dir", help=_DIR_HELP),
+) -> None:
+    """Verify every published file against its recorded sha256 (manifest and pages);
+    exit 1 naming corrupt or missing files and orphan pages."""
+    from builder.errors import IndexError_
+    from builder.index_check import check_index
+
+    index = _index(directory)
+    found = check_index(index, repair=repair)
+    for problem in found.problems():
+        err.print(problem, markup=False, highlight=False)
+    for moved in found.moved:
+        err.print(f"moved aside {moved}", markup=False)
+    after = check_index(index) if repair and not found.ok else found
+    if as_json:
+        typer.echo(json.dumps({"checked": found.checked, "corrupt": found.corrupt, "missing": found.missing,
+                               "orphan_pages": found.orphan_pages, "moved": found.moved, "ok": after.ok},
+                              indent=2))
+    if not after.ok:
+        raise IndexError_(f"index check: {'; '.join(after.problems())}",
+                          "`builder index check --repair` moves corrupt files aside and rewrites the pages; "
+                          "`builder wheels` then rebuilds what is gone")
+    if found.ok:
+        err.print(f"index check: {found.checked} files match their recorded sha256", markup=False)
+    else:
+        err.print(f"index check: repaired; {after.checked} files match their recorded sha256", markup=False)
+
+
 @index_app.command("show")
 @handle_errors
 def index_show(

@@ -50,6 +50,7 @@ def nightly_cmd(
     today = dt.datetime.now(dt.UTC).date()
     plan = plan_nightly(cfg, state, today, torch_repo or cfg.repos.torch, xla_repo or cfg.repos.xla)
     run_dir = report_dir or Path(cfg.data_dir) / "nightly" / f"{plan.date}-{time.strftime('%H%M%S')}"
+    run_dir.mkdir(parents=True, exist_ok=True)  # first: a failure's log must have somewhere to land
     data = {"date": plan.date, "torch_sha": plan.torch_sha, "xla_sha": plan.xla_sha}
     if plan.nothing_new:
         data["status"] = "nothing-new"
@@ -76,7 +77,7 @@ def nightly_cmd(
         tail = log_tail(exc)
         if tail is not None:
             log_path, text = tail
-            shutil.copy(log_path, run_dir / log_path.name) if run_dir.is_dir() else None
+            shutil.copy(log_path, run_dir / log_path.name)
             data["failed_log"] = str(log_path)
             err.print(f"---- last 50 lines of {log_path} ----\n{text}\n----", markup=False, highlight=False)
         path = write_report(run_dir, data)
@@ -86,7 +87,6 @@ def nightly_cmd(
             print_error(f"{exc.message} (report {path})")
         raise typer.Exit(EXIT_FAILED) from None
     data.update(status="built", pruned=pruned, **report_json(report))
-    run_dir.mkdir(parents=True, exist_ok=True)
     for step in report.steps:
         if step.log_path and step.log_path.is_file():
             shutil.copy(step.log_path, run_dir / step.log_path.name)

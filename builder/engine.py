@@ -253,10 +253,11 @@ class Engine:
                 image_id = image.id
         return RunResult(code, output, time.monotonic() - started), image_id
 
-    def reap_orphans(self) -> list[str]:
+    def reap_orphans(self) -> list[tuple[str, dict[str, str]]]:
         """Remove containers an earlier builder run on this host could not remove (the
-        daemon went away mid-run, or the run was SIGKILLed): their process is gone."""
-        reaped = []
+        daemon went away mid-run, or the run was SIGKILLed): their process is gone.
+        Returns (name, labels) so the caller can remove what a label names (its work dir)."""
+        reaped: list[tuple[str, dict[str, str]]] = []
         try:
             found = self.client.containers.list(all=True, filters={"label": ["builder=1",
                                                                            f"builder.host={socket.gethostname()}"]})
@@ -267,7 +268,7 @@ class Engine:
             if pid.isdigit() and not _alive(int(pid)):
                 with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
                     container.remove(force=True)
-                    reaped.append(container.name)
+                    reaped.append((container.name, dict(container.labels)))
         return reaped
 
     def containers_with_label(self, label: str) -> list[Any]:

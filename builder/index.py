@@ -36,13 +36,14 @@ from filelock import FileLock, Timeout
 from packaging.version import InvalidVersion, Version
 
 from builder.errors import BuilderError, IndexError_, ValidationError
-from builder.wheelmeta import CHUNK, WheelInfo, inspect_wheel, normalize_name, parse_filename
+from builder.wheelcheck import check_wheel_contents
+from builder.wheelmeta import CHUNK, WheelInfo, inspect_wheel, normalize_name, parse_filename, read_metadata
 
 MANIFEST_SUFFIX = ".manifest.json"
 _TMP_PREFIX = ".tmp-"  # leading dot: pypiserver and listings skip it
 _API_VERSION = "1.1"
 
-AddStatus = Literal["added", "unchanged", "replaced"]
+AddStatus = Literal["added", "unchanged", "replaced", "repaired"]  # repaired: a corrupt file was replaced
 
 
 @dataclass(frozen=True)
@@ -107,6 +108,9 @@ class DirectoryIndex:
         manifest_text = _manifest_text(manifest)
         if not src.is_file():
             raise IndexError_(f"{src}: no such file")
+        # Checked on the user's own file, before a byte is copied: errors name it, not a temp copy.
+        read_metadata(src, wheel)
+        check_wheel_contents(src, wheel)
         self._ensure_dirs()
         tmp, digest = self._copy_to_temp(src, wheel.filename)
         try:
@@ -125,29 +129,42 @@ class DirectoryIndex:
         status: AddStatus = "added"
         if dest.exists():
             current = self._record(dest)
-            if current is not None and current["sha256"] == info.sha256:
+            if self._is_corrupt(dest, current):
+                status = "repaired"  # its bytes no longer match what was published: not a conflict
+            elif current is not None and current["sha256"] == info.sha256:
                 if manifest_text is not None and not manifest_path.exists():
                     _atomic_write(manifest_path, manifest_text)
                 elif manifest_text is not None:
                     self._note_equivalent_key(manifest_path, json.loads(manifest_text))
                 return "unchanged"
-            if not replace:
+            elif not replace:
                 old = current["sha256"] if current else "unreadable"
                 raise IndexError_(
                     f"{info.filename} is already published with different bytes "
                     f"(sha256 {old[:12]}..., new {info.sha256[:12]}...)",
-                    "pass --replace (replace=True) to overwrite it; anyone who pinned "
+                    "`builder index add --replace` overwrites it; anyone who pinned "
                     "the old hash will then fail to install",
                 )
-            status = "replaced"
+            else:
+                status = "replaced"
         os.replace(tmp, dest)
         _fsync_dir(self.files_dir)
         self._write_record(dest, info)
         if manifest_text is not None:
             _atomic_write(manifest_path, manifest_text)
-        elif status == "replaced":
+        elif status in ("replaced", "repaired"):
             manifest_path.unlink(missing_ok=True)
         return status
+
+    def _is_corrupt(self, dest: Path, current: dict[str, Any] | None) -> bool:
+        """Unreadable, or its bytes differ from the sha256 its own manifest recorded."""
+        if current is None:
+            return True
+        try:
+            recorded = manifest_sha256(self._read_manifest(dest.name), dest.name)
+        except IndexError_:
+            return False
+        return recorded is not None and recorded != current["sha256"]
 
     def _note_equivalent_key(self, manifest_path: Path, new: dict[str, Any]) -> None:
         """Identical bytes from another build key (e.g. a new image with the same compilers):
@@ -357,6 +374,21 @@ class DirectoryIndex:
 
 
 # ------------------------------------------------------------------ pages (pure)
+def manifest_sha256(manifest: dict[str, Any] | None, filename: str) -> str | None:
+    """The sha256 a wheel's manifest recorded for it (its in-toto subject, or a prebuilt's upstream hash)."""
+    if not manifest:
+        return None
+    for subject in manifest.get("subject") or []:
+        if isinstance(subject, dict) and subject.get("name") == filename:
+            digest = (subject.get("digest") or {}).get("sha256")
+            if isinstance(digest, str):
+                return digest
+    prebuilt = manifest.get("prebuilt")
+    if isinstance(prebuilt, dict) and isinstance(prebuilt.get("upstream_sha256"), str):
+        return prebuilt["upstream_sha256"]
+    return None
+
+
 def _file_href(filename: str, sha256: str) -> str:
     return f"../../files/{quote(filename)}#sha256={sha256}"
 

@@ -44,7 +44,16 @@ from builder.recipes.xla import BAZEL_DISK_CACHE, BAZELISK_HOME
 from builder.refs import ResolvedRef, is_version, resolve_ref
 from builder.resources import available_memory_gib, choose_jobs, free_disk_gib
 from builder.sources import checkout, commit_time, update_mirror
-from builder.wheelstep import StepMounts, StepOutcome, container_env, find_reusable, run_step, wheel_key
+from builder.wheelstep import (
+    WORK_DIR_LABEL,
+    StepMounts,
+    StepOutcome,
+    container_env,
+    find_reusable,
+    remove_stale_work_dir,
+    run_step,
+    wheel_key,
+)
 from builder.xla_layout import torch_commit_of_wheel
 
 Note = Callable[[str], None]
@@ -486,8 +495,10 @@ def run_wheels(cfg: Config, request: Request, note: Note, progress: StepProgress
         lock = load_lock(request.lock_file)
         check_sources(lock, [(t.recipe, t.ref.url, t.ref.ref, t.ref.sha) for t in targets if t.ref])
     engine = Engine()
-    for name in engine.reap_orphans():
+    for name, labels in engine.reap_orphans():
         note(f"removed container {name} left behind by an interrupted earlier run")
+        if remove_stale_work_dir(Path(cfg.data_dir) / "work", labels.get(WORK_DIR_LABEL, "")):
+            note(f"removed its work dir {labels[WORK_DIR_LABEL]}")
     index = DirectoryIndex(cfg.index_dir)
     base_id = prepare_base(engine, cfg, note)
     if lock is not None:
@@ -526,6 +537,9 @@ def run_wheels(cfg: Config, request: Request, note: Note, progress: StepProgress
                                    requirements, torch_url, progress, dist)
         note(f"{recipe.project}: {outcome.status} {outcome.filename}")
         report.timeline.append((recipe.project, step_started, time.time() - step_started, outcome.status))
+        if outcome.replaced_corrupt:
+            note(f"{recipe.project}: the published {outcome.filename} was corrupt (its bytes no longer matched "
+                 "its manifest); replaced it with the rebuilt wheel")
         if target.ref is not None:  # a prebuilt wheel was fetched with its dependencies
             note(f"{recipe.project}: {fetch_dependencies(cfg, index, [outcome.filename], note)}")
         report.steps.append(outcome)

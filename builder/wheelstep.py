@@ -50,6 +50,7 @@ class StepOutcome:
     started: float = 0.0  # wall clock (time.time()) when the step began
     profile: Path | None = None  # builder.profile of a compile (ninja + ccache per unit)
     dist: dict[str, Any] = field(default_factory=dict)  # sccache-dist counts (builder.dist.parse_stats)
+    replaced_corrupt: bool = False  # the index held a corrupt copy of this wheel; replaced
 
 
 @dataclass(frozen=True)
@@ -103,6 +104,20 @@ def find_reusable(index: DirectoryIndex, recipe: Recipe, key: str, source_sha: s
                        existing.sha256, key, source_sha=source_sha, manifest=existing.manifest or {})
 
 
+WORK_DIR_LABEL = "builder.workdir"  # lets the next run remove this dir if we are SIGKILLed
+
+
+def remove_stale_work_dir(work_root: Path, labelled: str) -> bool:
+    """Remove an interrupted run's work dir, only if it is a direct child of ``work_root``."""
+    if not labelled:
+        return False
+    path = Path(labelled)
+    if path.parent != work_root or not path.is_dir():
+        return False
+    shutil.rmtree(path, ignore_errors=True)
+    return not path.exists()
+
+
 def run_step(engine: Engine, index: DirectoryIndex, recipe: Recipe, ctx: BuildContext, tree: SourceTree,
              key: str, image_tag: str, image_id: str, mounts: StepMounts, work_dir: Path, log_path: Path,
              network: str = "host", user: str | None = None, nano_cpus: int | None = None,
@@ -131,7 +146,7 @@ def run_step(engine: Engine, index: DirectoryIndex, recipe: Recipe, ctx: BuildCo
                     # pytorch/xla's layout: xla (above) inside the torch checkout (builder.xla_layout)
                     *([Mount(str(torch_tree.path), TORCH_CHECKOUT, read_only=True)] if torch_tree else [])],
             workdir=recipe.source_dir, user=user, network=network, nano_cpus=nano_cpus, mem_limit=mem_limit,
-            labels={"builder.step": recipe.name, "builder.key": key},
+            labels={"builder.step": recipe.name, "builder.key": key, WORK_DIR_LABEL: str(out)},
         )
         log_path.parent.mkdir(parents=True, exist_ok=True)
         with log_path.open("w") as log:
@@ -164,7 +179,8 @@ def run_step(engine: Engine, index: DirectoryIndex, recipe: Recipe, ctx: BuildCo
         profile_path = record_profile(profiles_root, recipe, added.filename, ctx.jobs, tree.path, out)
         return StepOutcome(recipe.name, recipe.project, "built", added.filename, entry.version, added.sha256,
                            key, time.monotonic() - started, stats, tree.sha, log_path, manifest,
-                           started=started_wall, profile=profile_path, dist=dist_stats)
+                           started=started_wall, profile=profile_path, dist=dist_stats,
+                           replaced_corrupt=added.status == "repaired")
     finally:
         shutil.rmtree(out, ignore_errors=True)
 

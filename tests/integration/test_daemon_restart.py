@@ -1,10 +1,11 @@
 """The Docker daemon stops in the middle of a compile: the run fails with one clear
 error; after the daemon is back, a rerun reuses every stage image and finishes.
 
-The daemon stopped here is a private one this test starts (own socket, data root, exec
-root and pid file, through .ci/dockerd-up with DOCKER_HOST) and stops by its pid: no
-other Docker engine on the machine is touched. The stage images are copied into it from
-the shared engine (docker save | docker load keeps their IDs, so builder's keys match)."""
+The daemon stopped here is a private one this test starts (own data root, exec root,
+pid file and socket under a temp dir) and stops by its pid: no other engine on the
+machine is touched. A private engine starts empty, so the stage images the build needs
+are made on the shared engine and copied over with `docker save | docker load` (image
+IDs survive, so stage keys match)."""
 
 from __future__ import annotations
 
@@ -19,105 +20,134 @@ import time
 import uuid
 from pathlib import Path
 
+import docker
 import pytest
 
+from builder.engine import Engine
 from builder.examples import write_example_repo
-from tests.conftest import REPO, run_builder, write_config
+from tests.conftest import run_builder, write_config
 
 pytestmark = pytest.mark.docker
 
 
-def start_private(root: Path) -> dict[str, str]:
-    env = {**os.environ, "DOCKER_HOST": f"unix://{root}/docker.sock"}
-    subprocess.run(["bash", str(REPO / ".ci" / "dockerd-up")], env=env, check=True, capture_output=True, timeout=120)
-    return env
+class PrivateDockerd:
+    """One dockerd under `root`, started and stopped by pid; restartable on the same data."""
 
+    def __init__(self, root: Path) -> None:
+        self.root = root
+        self.socket = root / "docker.sock"
+        self.host = f"unix://{self.socket}"
+        self.proc: subprocess.Popen[bytes] | None = None
 
-def stop_private(root: Path) -> None:
-    """SIGTERM to the pid in the private daemon's own pid file, then wait for it to go."""
-    pidfile = root / "dockerd.pid"
-    if not pidfile.is_file():
-        return
-    pid = int(pidfile.read_text().strip())
-    try:
-        os.kill(pid, signal.SIGTERM)
-    except ProcessLookupError:
-        return
-    deadline = time.monotonic() + 60
-    while time.monotonic() < deadline:
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+    def start(self) -> None:
+        log = open(self.root / "dockerd.log", "ab")
+        self.proc = subprocess.Popen(
+            ["dockerd", "--data-root", str(self.root / "data"), "--exec-root", str(self.root / "exec"),
+             "--pidfile", str(self.root / "dockerd.pid"), "-H", self.host,
+             "--bridge=none", "--iptables=false", "--ip6tables=false"],
+            stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        log.close()
+        deadline = time.monotonic() + 60
+        while True:
+            if self.proc.poll() is not None:
+                pytest.fail(f"private dockerd exited: {self.log_tail()}")
+            try:
+                docker.DockerClient(base_url=self.host, timeout=5).ping()
+                return
+            except Exception:
+                if time.monotonic() > deadline:
+                    pytest.fail(f"private dockerd did not answer within 60 s: {self.log_tail()}")
+                time.sleep(0.5)
+
+    def stop(self) -> None:
+        """SIGTERM to our own dockerd's pid (checked against its pid file), then wait."""
+        if self.proc is None or self.proc.poll() is not None:
             return
-        time.sleep(0.5)
-    os.kill(pid, signal.SIGKILL)
+        pidfile = self.root / "dockerd.pid"
+        if pidfile.is_file():
+            assert int(pidfile.read_text().strip()) == self.proc.pid
+        os.kill(self.proc.pid, signal.SIGTERM)
+        try:
+            self.proc.wait(timeout=60)
+        except subprocess.TimeoutExpired:
+            os.kill(self.proc.pid, signal.SIGKILL)
+            self.proc.wait(timeout=30)
+
+    def log_tail(self) -> str:
+        return (self.root / "dockerd.log").read_text(errors="replace")[-2000:]
 
 
-@pytest.fixture
-def private(tmp_path, base_image, engine):
-    root = Path(tempfile.mkdtemp(prefix="bdr-", dir="/tmp"))  # short: unix socket paths are limited
+@pytest.fixture()
+def private_dockerd():
+    # A short path: unix socket paths (ours and containerd's under the exec root) are limited to 108 bytes.
+    root = Path(tempfile.mkdtemp(prefix="bd-", dir="/tmp"))
+    daemon = PrivateDockerd(root)
+    daemon.start()
+    try:
+        yield daemon
+    finally:
+        daemon.stop()
+        unmount_under(root)
+        shutil.rmtree(root)
+
+
+def unmount_under(root: Path) -> None:
+    """Unmount what our dockerd left mounted under its root (e.g. exec/netns/default), deepest first."""
+    mounts = [line.split()[1] for line in Path("/proc/mounts").read_text().splitlines()]
+    for point in sorted((m for m in mounts if m.startswith(f"{root}/")), key=len, reverse=True):
+        subprocess.run(["umount", point], check=True)
+
+
+def copy_images(tags: list[str], host: str) -> None:
+    save = subprocess.Popen(["docker", "save", *tags], stdout=subprocess.PIPE)
+    load = subprocess.run(["docker", "-H", host, "load", "-q"], stdin=save.stdout, capture_output=True)
+    save.stdout.close()
+    assert save.wait() == 0 and load.returncode == 0, load.stderr
+
+
+def test_daemon_restart_mid_build_then_rerun_resumes(tmp_path: Path, base_image, engine, private_dockerd):
     repo = write_example_repo("faketorch", tmp_path / "faketorch")
     volume = f"builder-test-restart-{uuid.uuid4().hex[:8]}"
-    extra = f'[repos]\ntorch = "file://{repo}"\n[cache]\nccache = "volume:{volume}"\n'
-    shared_cfg = write_config(tmp_path / "shared.toml", tmp_path / "shared-data", extra)
-    # the stage images this build uses, made (or found) on the shared engine
-    planned = json.loads(run_builder("wheels", "--torch", "main", "--no-smoke", "--json", config=shared_cfg,
-                                     check=True).stdout)
-    tags = [s["tag"] for s in planned["stages"]]
-    env = start_private(root)
-    try:
-        save = subprocess.Popen(["docker", "save", base_image, *tags], stdout=subprocess.PIPE)
-        subprocess.run(["docker", "load", "-q"], stdin=save.stdout, env=env, check=True, capture_output=True,
-                       timeout=600)
-        save.wait(timeout=60)
-        cfg = write_config(tmp_path / "builder.toml", tmp_path / "data", extra)
-        loaded = [subprocess.run(["docker", "image", "inspect", "-f", "{{.Id}}", tag], env=env, check=True,
-                                 capture_output=True, text=True).stdout.strip() for tag in tags]
-        yield {"root": root, "env": env, "cfg": cfg, "loaded": loaded, "tmp": tmp_path}
-    finally:
-        subprocess.run(["docker", "volume", "rm", "-f", volume], env=env, capture_output=True)
-        stop_private(root)
-        engine.remove_volume(volume)
-        shutil.rmtree(root, ignore_errors=True)
+    cfg = write_config(tmp_path / "builder.toml", tmp_path / "data",
+                       f'[repos]\ntorch = "file://{repo}"\n[cache]\nccache = "volume:{volume}"\n')
+    # Stage images come from the shared engine (built once per machine), copied into the private one.
+    stages = json.loads(run_builder("images", "--json", config=cfg, check=True).stdout)
+    copy_images([base_image, *[s["tag"] for s in stages]], private_dockerd.host)
+    private_env = {**os.environ, "DOCKER_HOST": private_dockerd.host}
+    private = Engine(docker.DockerClient(base_url=private_dockerd.host, timeout=600))
 
-
-def test_daemon_restart_mid_build_then_rerun_resumes(private, engine):
-    env, cfg = private["env"], private["cfg"]
-    from builder.engine import Engine
-
-    os.environ["DOCKER_HOST"], saved = env["DOCKER_HOST"], os.environ.get("DOCKER_HOST")
-    try:
-        mine = Engine()  # a client of the private daemon
-    finally:
-        os.environ.pop("DOCKER_HOST") if saved is None else os.environ.__setitem__("DOCKER_HOST", saved)
     proc = subprocess.Popen([sys.executable, "-m", "builder", "--config", str(cfg), "wheels", "--torch", "main",
-                             "--no-smoke"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                             "--no-smoke"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            env=private_env)
     try:
-        deadline = time.monotonic() + 180
-        while not mine.client.containers.list(filters={"label": [f"builder.pid={proc.pid}", "builder.step=torch"]}):
+        deadline = time.monotonic() + 300
+        while not private.client.containers.list(filters={"label": [f"builder.pid={proc.pid}",
+                                                                    "builder.step=torch"]}):
+            assert proc.poll() is None, proc.communicate()
             assert time.monotonic() < deadline, "the build container never started"
-            assert proc.poll() is None, proc.communicate()[1]
             time.sleep(0.2)
         time.sleep(2)
-        stop_private(private["root"])  # the daemon this test started, by its pid file
+        private_dockerd.stop()
         _, err = proc.communicate(timeout=180)
     finally:
         if proc.poll() is None:
             proc.kill()
-    start_private(private["root"])
     assert proc.returncode == 1
     errors = [line for line in err.splitlines() if line.startswith("error:")]
     assert len(errors) == 1, err
     assert "Docker daemon" in errors[0] or "building torch from" in errors[0], errors[0]
-    files = private["tmp"] / "data" / "index" / "files"
+    files = tmp_path / "data" / "index" / "files"
     assert not files.is_dir() or not list(files.glob("*.whl"))
 
-    rerun = run_builder("wheels", "--torch", "main", "--no-smoke", "--json", config=cfg, env=env)
+    private_dockerd.start()
+    private = Engine(docker.DockerClient(base_url=private_dockerd.host, timeout=600))
+    rerun = run_builder("wheels", "--torch", "main", "--no-smoke", "--json", config=cfg, env=private_env)
     assert rerun.returncode == 0, rerun.stderr
     report = json.loads(rerun.stdout)
-    assert all(s["reused"] for s in report["stages"])  # the deps layer too: loaded before the daemon died
-    assert [s["image_id"] for s in report["stages"]] == private["loaded"], report["stages"]  # none rebuilt
+    assert all(s["reused"] for s in report["stages"])  # the deps layer too: built before the daemon died
+    image_stages = [s for s in report["stages"] if s["name"] != "deps"]
+    assert [s["image_id"] for s in image_stages] == [s["image_id"] for s in stages]
     assert report["wheels"][0]["status"] == "built"
     # Whatever the dying daemon could not remove is gone after the rerun.
-    assert mine.client.containers.list(all=True, filters={"label": f"builder.pid={proc.pid}"}) == []
-    assert engine.client.ping()  # the shared engine was never touched
+    assert private.client.containers.list(all=True, filters={"label": f"builder.pid={proc.pid}"}) == []
+    private.remove_volume(volume)

@@ -113,6 +113,31 @@ def test_interrupt_cleans_up(setup, engine, sig, code):
     assert wheels_in_index(setup) == []
 
 
+def test_sigkilled_run_leaves_container_and_work_dir_that_the_next_run_removes(setup, engine, tmp_path):
+    # Its own data dir and index: the runs after this one expect setup's index to stay empty.
+    volume = f"builder-test-kill9-{uuid.uuid4().hex[:8]}"
+    cfg = write_config(tmp_path / "builder.toml", tmp_path / "data",
+                       f'[repos]\ntorch = "file://{setup["repo"]}"\n[cache]\nccache = "volume:{volume}"\n')
+    work = tmp_path / "data" / "work"
+    proc = subprocess.Popen([sys.executable, "-m", "builder", "--config", str(cfg), "wheels", "--torch", "main",
+                             "--no-smoke"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        wait_for_container(engine, proc)
+        time.sleep(1)
+        proc.send_signal(signal.SIGKILL)  # no cleanup can run; our own builder process, by its pid
+        proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+    assert builder_containers(engine, proc) != [] and list(work.iterdir()) != []  # what a kill -9 leaves
+    rerun = run_builder("wheels", "--torch", "main", "--no-smoke", config=cfg)
+    assert rerun.returncode == 0, rerun.stderr
+    assert "left behind by an interrupted earlier run" in rerun.stderr and "removed its work dir" in rerun.stderr
+    assert builder_containers(engine, proc) == []
+    assert list(work.iterdir()) == []
+    engine.remove_volume(volume)
+
+
 def test_too_little_disk_is_refused_before_compiling(setup, engine):
     done = run_builder("wheels", "--torch", "main", "--no-smoke", config=setup["cfg"],
                        env={"BUILDER_BUILD_MIN_FREE_DISK_GIB": "1000000"})

@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 
 import pytest
 
@@ -86,3 +87,6 @@ def test_failure_prints_the_log_tail_and_exits_1(env):
     assert report["status"] == "failed"
     assert "---- last 50 lines of " in done.stderr and "kernel_003.cpp" in done.stderr
     assert report["failed_log"].endswith(".log")
+    # The failing step's log is copied into the report dir (the CI workflow uploads that dir).
+    copied = env["root"] / "reports" / "broken" / Path(report["failed_log"]).name
+    assert copied.is_file() and "kernel_003.cpp" in copied.read_text(errors="replace")

@@ -119,6 +119,25 @@ def test_only_xla_changes_torch_is_not_rebuilt(env, cold):
     assert after["xla"]["status"] == "built"
 
 
+def test_truncated_published_wheel_is_found_then_rebuilt_and_replaced(env, cold):
+    current, _ = wheels(env)
+    published = env["index"] / "files" / current["xla"]["filename"]
+    data = published.read_bytes()
+    published.write_bytes(data[: len(data) // 2])
+    check = run_builder("index", "check", "--dir", str(env["index"]), config=env["cfg"])
+    assert check.returncode == 1
+    errors = [line for line in check.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and f"corrupt {published.name}" in errors[0], check.stderr
+    done = run_builder("wheels", "--torch", "main", "--xla", "main", "--json", config=env["cfg"])
+    assert done.returncode == 0, done.stderr
+    assert f"the published {published.name} was corrupt" in done.stderr
+    rebuilt = {w["recipe"]: w for w in json.loads(done.stdout)["wheels"]}
+    assert rebuilt["xla"]["status"] == "built" and rebuilt["xla"]["filename"] == published.name
+    assert published.read_bytes() != data[: len(data) // 2]
+    after = run_builder("index", "check", "--dir", str(env["index"]), config=env["cfg"])
+    assert after.returncode == 0, after.stderr
+
+
 def test_bad_ref_fails_before_building(env, cold, engine):
     files = index_files(env)
     done = run_builder("wheels", "--torch", "mian", config=env["cfg"])

@@ -112,3 +112,18 @@ def test_metadata_version_must_match_file_name(tmp_path: Path) -> None:
 def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(IndexError_, match="no such file"):
         inspect_wheel(tmp_path / "Foo-1.0-py3-none-any.whl")
+
+
+def test_remove_stale_work_dir_only_removes_a_child_of_the_work_root(tmp_path):
+    from builder.wheelstep import remove_stale_work_dir
+
+    root = tmp_path / "work"
+    stale = root / "torch-abc"
+    stale.mkdir(parents=True)
+    (stale / "dist").mkdir()
+    outside = tmp_path / "elsewhere"
+    outside.mkdir()
+    assert remove_stale_work_dir(root, str(stale)) and not stale.exists()
+    assert not remove_stale_work_dir(root, str(outside)) and outside.is_dir()
+    assert not remove_stale_work_dir(root, str(root / ".." / "elsewhere")) and outside.is_dir()
+    assert not remove_stale_work_dir(root, "")
