@@ -34,6 +34,7 @@ EXAMPLES: dict[str, list[str]] = {
     "index list": ["builder index list", "builder index list --json"],
     "index show": ["builder index show torch-2.9.0a0+git1234567-cp311-cp311-linux_x86_64.whl"],
     "index prune": ["builder index prune --keep 7"],
+    "index check": ["builder index check", "builder index check --repair"],
     "index serve": ["builder index serve --port 8080",
                     "builder index serve --host 0.0.0.0 --auth htpasswd   (then: twine upload "
                     "--repository-url http://HOST:8080/ dist/*)"],
