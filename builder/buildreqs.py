@@ -37,6 +37,9 @@ class BuildRequirements:
     requirements: tuple[str, ...]  # sorted, de-duplicated, each a valid PEP 508 requirement
     sources: tuple[str, ...]  # the files they came from, for messages and provenance
     bazel_version: str = ""  # the commit's .bazelversion (pytorch/xla): bazelisk runs this Bazel
+    # a Bazel WORKSPACE: the source builds inside a torch checkout (pytorch/xla's layout,
+    # PYTORCH_LOCAL_DIR = "../"); a plain torch extension (cpp_extension) does not
+    in_torch_checkout: bool = False
 
 
 def parse_requirements_file(text: str, where: str) -> list[str]:
@@ -99,7 +102,8 @@ def read_build_requirements(mirror: Path, sha: str, label: str) -> BuildRequirem
         sources.append(PYPROJECT)
     bazel = read_at_commit(mirror, sha, BAZEL_VERSION_FILE)
     return BuildRequirements(backend, merge(from_file, requires), tuple(sources),
-                             parse_bazel_version(bazel, f"{label}:{BAZEL_VERSION_FILE}") if bazel else "")
+                             parse_bazel_version(bazel, f"{label}:{BAZEL_VERSION_FILE}") if bazel else "",
+                             read_at_commit(mirror, sha, "WORKSPACE") is not None)
 
 
 def parse_bazel_version(text: str, where: str) -> str:

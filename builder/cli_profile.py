@@ -58,6 +58,10 @@ def profile_cmd(
               f"{t['preprocessed_hit']} preprocessed hits, {t['remote_hit']} remote hits; compile wall "
               f"{t['wall_seconds']:.1f} s, CPU {t['cpu_seconds']:.1f} s over {t['slots']} job slots "
               f"({current.jobs} jobs)", markup=False)
+    if current.dist:
+        out.print(f"sccache-dist: {current.dist.get('dist_compiles', 0)} distributed "
+                  f"{current.dist.get('dist_servers', {})}, {current.dist.get('local_compiles', 0)} local, "
+                  f"{current.dist.get('dist_failed', 0)} failed distributions", markup=False)
     out.print(f"slowest {len(slowest)}:", markup=False)
     for unit in slowest:
         out.print(f"  {unit.seconds:7.2f} s  {unit.result:16}  {unit.source or unit.output}", markup=False)

@@ -200,7 +200,10 @@ def _private(path: Path, text: str) -> None:
 def _spawn(command: list[str], log: Path) -> int:
     with log.open("ab") as out:
         proc = subprocess.Popen(command, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "info")},
+                                # SCCACHE_NO_DAEMON: the scheduler would otherwise fork away from the
+                                # pid recorded here, and `down` could not stop it
+                                env={**os.environ, "RUST_LOG": os.environ.get("RUST_LOG", "info"),
+                                     "SCCACHE_NO_DAEMON": "1"},
                                 start_new_session=True)
     return proc.pid
 

@@ -390,7 +390,7 @@ def _build_target(engine: Engine, cfg: Config, index: DirectoryIndex, recipe: Re
     torch_sha = against_torch.sha256 if against_torch else ""
     # torch_xla builds inside the torch checkout of its torch wheel's commit (builder.xla_layout)
     torch_source = (against_torch.source_sha or torch_commit_of_wheel(index.files_dir / against_torch.filename)
-                    ) if against_torch and recipe.name == "xla" else ""
+                    ) if against_torch and requirements.in_torch_checkout else ""
     if torch_source and not ctx.version:  # against another torch than its pin: a name of its own
         ctx = replace(ctx, version=unpinned_xla_version(Path(cfg.data_dir) / "mirrors", ref,
                                                         torch_url or cfg.repos.torch, torch_source))

@@ -50,6 +50,7 @@ class Profile:
     units: list[Unit] = field(default_factory=list)
     version: int = PROFILE_VERSION
     peak_memory_bytes: int = 0  # the build container's peak (cgroup), 0: unknown
+    dist: dict[str, Any] = field(default_factory=dict)  # sccache-dist counts when compiles were distributed
 
     def totals(self) -> dict[str, Any]:
         counts = {r: sum(1 for u in self.units if u.result == r) for r in RESULTS}
@@ -61,13 +62,13 @@ class Profile:
 
     def as_dict(self) -> dict[str, Any]:
         return {"version": self.version, "package": self.package, "wheel": self.wheel, "jobs": self.jobs,
-                "peak_memory_bytes": self.peak_memory_bytes, "totals": self.totals(),
+                "peak_memory_bytes": self.peak_memory_bytes, "dist": self.dist, "totals": self.totals(),
                 "units": [asdict(u) for u in self.units]}
 
     @classmethod
     def from_dict(cls, data: dict[str, Any]) -> Profile:
         return cls(data["package"], data["wheel"], data["jobs"], [Unit(**u) for u in data["units"]],
-                   data.get("version", PROFILE_VERSION), data.get("peak_memory_bytes", 0))
+                   data.get("version", PROFILE_VERSION), data.get("peak_memory_bytes", 0), data.get("dist", {}))
 
     @property
     def memory_per_job_gib(self) -> float:

@@ -176,7 +176,7 @@ def run_step(engine: Engine, index: DirectoryIndex, recipe: Recipe, ctx: BuildCo
             torch_source_sha=torch_tree.sha if torch_tree else ""), provenance)
         added = index.add(wheels[0], manifest)
         entry = next(e for e in index.entries() if e.filename == added.filename)
-        profile_path = record_profile(profiles_root, recipe, added.filename, ctx.jobs, tree.path, out)
+        profile_path = record_profile(profiles_root, recipe, added.filename, ctx.jobs, tree.path, out, dist_stats)
         return StepOutcome(recipe.name, recipe.project, "built", added.filename, entry.version, added.sha256,
                            key, time.monotonic() - started, stats, tree.sha, log_path, manifest,
                            started=started_wall, profile=profile_path, dist=dist_stats,
@@ -185,7 +185,8 @@ def run_step(engine: Engine, index: DirectoryIndex, recipe: Recipe, ctx: BuildCo
         shutil.rmtree(out, ignore_errors=True)
 
 
-def record_profile(root: Path | None, recipe: Recipe, wheel: str, jobs: int, tree: Path, out: Path) -> Path | None:
+def record_profile(root: Path | None, recipe: Recipe, wheel: str, jobs: int, tree: Path, out: Path,
+                   dist: dict[str, Any] | None = None) -> Path | None:
     """The step's profile from ninja's log in the build dir and ccache's stats log (none
     for a build without ninja, e.g. Bazel's)."""
     if root is None:
@@ -200,6 +201,7 @@ def record_profile(root: Path | None, recipe: Recipe, wheel: str, jobs: int, tre
         stats_log = ""
     made = profile.make_profile(recipe.project, wheel, jobs, ninja_log, stats_log,
                                 profile.latest(root, recipe.project))
+    made.dist = dict(dist or {})
     try:
         made.peak_memory_bytes = int((out / "memory-peak").read_text().split()[0])
     except (OSError, ValueError, IndexError):

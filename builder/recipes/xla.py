@@ -52,6 +52,10 @@ class XlaRecipe(Recipe):
         if ctx.bazel_version:
             env["USE_BAZEL_VERSION"] = ctx.bazel_version
             env["BAZELISK_HOME"] = BAZELISK_HOME
+        else:
+            # no Bazel: a plain torch C++ extension (torch.utils.cpp_extension), whose link step
+            # would otherwise name Python's build-time x86_64-linux-gnu-g++, absent from the image
+            env["CC"], env["CXX"] = "gcc", "g++"
         if ctx.bazel_base_url:
             env["BAZELISK_BASE_URL"] = ctx.bazel_base_url
         if ctx.version:

@@ -59,6 +59,7 @@ def test_compiles_spread_over_both_servers_and_the_wheel_matches_a_local_build(e
     manifest = json.loads((env["root"] / "data" / "index" / "files" / f"{torch['filename']}.manifest.json")
                           .read_text())
     assert manifest["predicate"]["runDetails"]["ccache"]["dist_compiles"] == torch["dist"]["dist_compiles"]
+    assert json.loads(open(torch["profile"]).read())["dist"]["dist_servers"] == per_server  # and the profile
 
 
 def test_scheduler_down_builds_locally_with_a_note(env, distributed):
@@ -121,3 +122,18 @@ def test_a_server_killed_mid_build_falls_back_and_the_build_succeeds(env, distri
     # (sccache's scheduler also routes around a dead server, so the fallback count may be 0)
     assert d["dist_compiles"] + d["local_compiles"] >= 50
     assert d["dist_servers"].get(env["cluster"]["servers"][1], 0) >= 1
+
+
+def test_down_stops_every_process_up_started(env):
+    """Last: `builder dist down` stops the scheduler and the servers by their recorded pids."""
+    import os
+
+    done = run_builder("dist", "down", config=env["cfg"], check=True)
+    assert "stopped scheduler, server-0, server-1" in done.stdout
+    for name, pid in env["cluster"]["pids"].items():
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            continue
+        stat = open(f"/proc/{pid}/stat").read().split()[2]
+        assert stat == "Z", f"{name} (pid {pid}) still runs"  # a zombie is reaped by its parent, not running

@@ -37,9 +37,12 @@ def setup(tmp_path_factory, base_image, engine):
 
 def start_build(setup, *args: str) -> subprocess.Popen:
     env = {**os.environ, "BUILDER_INDEX_PASSWORD": SECRET, "MY_API_TOKEN": SECRET}
+    # SIGINT back to its default: a test run started in the background (nohup, `&`) inherits
+    # SIGINT ignored, and Python then never raises KeyboardInterrupt (POSIX convention)
     return subprocess.Popen([sys.executable, "-m", "builder", "--config", str(setup["cfg"]), "wheels",
                              "--torch", "main", "--no-smoke", *args],
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
 
 
 def wait_for_container(engine, proc, step: str = "torch", timeout: float = 120):
