@@ -127,7 +127,8 @@ class Cluster:
                 "pids": self.pids}
 
 
-def _free_port() -> int:
+def free_port() -> int:
+    """A free TCP port on 127.0.0.1 (the OS picks it)."""
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
@@ -158,7 +159,7 @@ def up(root: Path, servers: int = 2, cpus_per_server: int = 0) -> Cluster:
     client_token = secrets.token_urlsafe(24)
     token_file = root / "client-token"
     _private(token_file, client_token + "\n")
-    sched_port = _free_port()
+    sched_port = free_port()
     cluster = Cluster(root, f"http://127.0.0.1:{sched_port}", token_file)
     _private(root / "scheduler.conf",
              f'public_addr = "127.0.0.1:{sched_port}"\n[client_auth]\ntype = "token"\n'
@@ -168,7 +169,7 @@ def up(root: Path, servers: int = 2, cpus_per_server: int = 0) -> Cluster:
                                        root / "scheduler.log")
     cores = os.cpu_count() or 1
     for i in range(servers):
-        port = _free_port()
+        port = free_port()
         addr = f"127.0.0.1:{port}"
         server_token = subprocess.run([dist_bin, "auth", "generate-jwt-hs256-server-token", "--server", addr,
                                        "--secret-key", key], capture_output=True, text=True,

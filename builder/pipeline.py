@@ -12,7 +12,6 @@ import hashlib
 import json
 import os
 import re
-import socket
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field, replace
@@ -151,12 +150,6 @@ def plan_dist(cfg: Config, recipe: Recipe, requested_jobs: int, note: Note) -> t
     note(f"{recipe.project}: distributing compiles over {status.servers} sccache-dist servers "
          f"({status.cpus} cores) with {jobs} jobs")
     return (cfg.dist.scheduler, token), jobs
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def find_prebuilt(index: DirectoryIndex, project: str, version: str) -> Entry | None:
@@ -384,7 +377,7 @@ def _build_target(engine: Engine, cfg: Config, index: DirectoryIndex, recipe: Re
         torch_requirement=f"torch=={against_torch.version}" if against_torch else "",
         bazel_remote=cfg.cache.bazel_remote, cache_silo=f"builder-{stage.key}",
         backend=requirements.backend, bazel_version=requirements.bazel_version, bazel_base_url=cfg.bazel.base_url,
-        dist_port=free_port() if dist else 0)
+        dist_port=dist_mod.free_port() if dist else 0)
     mirror = update_mirror(Path(cfg.data_dir) / "mirrors", ref.url, ref.sha)
     ctx = replace(ctx, source_date_epoch=commit_time(mirror, ref.sha))
     torch_sha = against_torch.sha256 if against_torch else ""

@@ -18,7 +18,7 @@ import zipfile
 from pathlib import Path
 
 from builder.errors import IndexError_
-from builder.wheelmeta import CHUNK, WheelName, normalize_name
+from builder.wheelmeta import CHUNK, WheelName, normalize_name, unreadable_wheel
 
 # PEP 427: RECORD hashes use sha256 or stronger; md5/sha1 are refused.
 _RECORD_ALGORITHMS = {"sha256", "sha384", "sha512"}
@@ -79,13 +79,8 @@ def check_wheel_contents(path: Path, wheel: WheelName, shown: Path | str | None 
             if own_dist_info is None:
                 raise IndexError_(f"{label}: no .dist-info/RECORD entry", "a wheel must list its files in RECORD")
             _check_record(zf, own_dist_info, label)
-    except zipfile.BadZipFile as exc:
-        raise IndexError_(f"{label} is not a wheel: not a valid zip file ({exc})",
-                          "the file may be truncated or corrupt; rebuild or re-download it") from None
-    except (zipfile.LargeZipFile, NotImplementedError, RuntimeError, EOFError) as exc:
-        raise IndexError_(f"{label}: cannot read the wheel ({exc})") from None
-    except OSError as exc:
-        raise IndexError_(f"{label}: cannot read the file ({exc.strerror or exc})") from None
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, EOFError, OSError) as exc:
+        raise unreadable_wheel(exc, label) from None
 
 
 def _check_record(zf: zipfile.ZipFile, dist_info: str, label: Path | str) -> None:

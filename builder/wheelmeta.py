@@ -108,13 +108,8 @@ def read_metadata(path: Path, wheel: WheelName) -> CoreMetadata:
             if info.file_size > MAX_METADATA_BYTES:
                 raise IndexError_(f"{path}: {member} is {info.file_size} bytes, too large for METADATA")
             raw = zf.read(member)
-    except zipfile.BadZipFile as exc:
-        raise IndexError_(f"{path} is not a wheel: not a valid zip file ({exc})",
-                          "the file may be truncated or corrupt; rebuild or re-download it") from None
-    except (zipfile.LargeZipFile, NotImplementedError, RuntimeError, EOFError) as exc:
-        raise IndexError_(f"{path}: cannot read the wheel's METADATA ({exc})") from None
-    except OSError as exc:
-        raise IndexError_(f"{path}: cannot read the file ({exc.strerror or exc})") from None
+    except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, EOFError, OSError) as exc:
+        raise unreadable_wheel(exc, path, "the wheel's METADATA") from None
 
     headers = HeaderParser().parsestr(raw.decode("utf-8", errors="replace"))
     name = (headers.get("Name") or "").strip()
@@ -131,6 +126,17 @@ def read_metadata(path: Path, wheel: WheelName) -> CoreMetadata:
         raise IndexError_(f"{path}: METADATA says version {version!r} but the file name says {wheel.version!r}")
     requires_dist = tuple(v.strip() for v in headers.get_all("Requires-Dist") or [])
     return CoreMetadata(name, version, metadata_version, requires_python, requires_dist)
+
+
+def unreadable_wheel(exc: BaseException, label: Path | str, what: str = "the wheel") -> IndexError_:
+    """One error for a wheel whose zip cannot be read (not a zip, an unsupported feature,
+    an I/O error), naming the user's file ``label`` and ``what`` was being read."""
+    if isinstance(exc, zipfile.BadZipFile):
+        return IndexError_(f"{label} is not a wheel: not a valid zip file ({exc})",
+                           "the file may be truncated or corrupt; rebuild or re-download it")
+    if isinstance(exc, OSError):
+        return IndexError_(f"{label}: cannot read the file ({exc.strerror or exc})")
+    return IndexError_(f"{label}: cannot read {what} ({exc})")
 
 
 def _metadata_member(zf: zipfile.ZipFile, wheel: WheelName, path: Path) -> str:
