@@ -27,7 +27,7 @@ import requests
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from builder.upload import push_wheel  # noqa: E402
+from builder.index.upload import push_wheel  # noqa: E402
 from tests.helpers_wheels import make_wheel  # noqa: E402
 
 USER, PASSWORD = "bench", "bench-password"

@@ -1,3 +1,3 @@
-from builder.cli import main
+from builder.cli.main import main
 
 main()

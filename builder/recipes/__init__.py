@@ -14,6 +14,11 @@ from builder.recipes.xla import XlaRecipe
 RECIPES: dict[str, Recipe] = {"torch": TorchRecipe(), "xla": XlaRecipe()}
 
 
+def built_projects() -> frozenset[str]:
+    """The wheel projects builder builds itself (never fetched from PyPI as a dependency)."""
+    return frozenset(recipe.project for recipe in RECIPES.values())
+
+
 def get_recipe(name: str) -> Recipe:
     try:
         return RECIPES[name]
@@ -21,4 +26,4 @@ def get_recipe(name: str) -> Recipe:
         raise ConfigError(f"no recipe named {name!r}", f"known: {', '.join(RECIPES)}") from None
 
 
-__all__ = ["BuildContext", "Recipe", "RECIPES", "get_recipe"]
+__all__ = ["BuildContext", "Recipe", "RECIPES", "built_projects", "get_recipe"]

@@ -5,12 +5,7 @@ from __future__ import annotations
 import shlex
 from dataclasses import dataclass, field
 
-from builder.ccache import CCACHE_MOUNT, SOURCE_ROOT
-
-INDEX_MOUNT = "/index"
-OUT_MOUNT = "/out"
-BAZEL_CACHE_MOUNT = "/bazel-cache"
-TORCH_CHECKOUT = "/src/pytorch"  # the torch checkout torch_xla builds inside (pytorch/xla's layout)
+from builder.mounts import BAZEL_CACHE_MOUNT, CCACHE_MOUNT, INDEX_MOUNT, OUT_MOUNT, SOURCE_ROOT, TORCH_CHECKOUT
 
 
 @dataclass(frozen=True)
@@ -24,7 +19,7 @@ class BuildContext:
     bazel_remote: str = ""
     cache_silo: str = "builder"
     extra_env: dict[str, str] = field(default_factory=dict)
-    backend: str = ""  # the commit's PEP 517 build backend (builder.buildreqs)
+    backend: str = ""  # the commit's PEP 517 build backend (builder.source.buildreqs)
     bazel_version: str = ""  # the commit's .bazelversion (bazelisk runs that Bazel)
     bazel_base_url: str = ""  # BAZELISK_BASE_URL: a mirror of Bazel releases
     dist_port: int = 0  # > 0: compiles go through sccache-dist (its local client daemon's port)

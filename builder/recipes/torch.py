@@ -13,8 +13,7 @@ mapped.
 
 from __future__ import annotations
 
-from builder.ccache import CCACHE_MOUNT
-from builder.dist import CLIENT_CONF
+from builder.mounts import CCACHE_MOUNT, DIST_CLIENT_CONF
 from builder.recipes.base import OUT_MOUNT, BuildContext, Recipe
 
 
@@ -26,7 +25,7 @@ class TorchRecipe(Recipe):
     compiler_launcher = True
 
     def env(self, ctx: BuildContext) -> dict[str, str]:
-        # sccache (its dist client configured by builder.dist) when compiles are distributed
+        # sccache (its dist client configured by builder.build.dist) when compiles are distributed
         launcher = "sccache" if ctx.dist_port else "ccache"
         env = {
             "MAX_JOBS": str(ctx.jobs),
@@ -43,7 +42,7 @@ class TorchRecipe(Recipe):
             env["PYTORCH_BUILD_VERSION"] = ctx.version
             env["PYTORCH_BUILD_NUMBER"] = "0"
         if ctx.dist_port:
-            env.update(SCCACHE_DIR=f"{CCACHE_MOUNT}/sccache", SCCACHE_CONF=f"{OUT_MOUNT}/{CLIENT_CONF}",
+            env.update(SCCACHE_DIR=f"{CCACHE_MOUNT}/sccache", SCCACHE_CONF=f"{OUT_MOUNT}/{DIST_CLIENT_CONF}",
                        SCCACHE_SERVER_PORT=str(ctx.dist_port))
         env.update(ctx.extra_env)
         return env

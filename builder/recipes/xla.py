@@ -5,7 +5,7 @@ Followed (pytorch/xla master 41398bf, April 2026):
   torch from ``PYTORCH_LOCAL_DIR = "../"`` (bazel/dependencies.bzl) and bazel/torch.BUILD
   reads torch/include/**, build/lib/libtorch*.so and aten/.../native_functions.yaml there.
   builder assembles that checkout from the torch wheel and the torch source at its SHA
-  (builder.xla_layout), so torch is never recompiled for xla.
+  (builder.recipes.xla_layout), so torch is never recompiled for xla.
 - Bazel: bazelisk (the deps layer, as .circleci/common.sh installs it) runs the Bazel of
   ``.bazelversion`` (USE_BAZEL_VERSION); BAZELISK_HOME keeps the download on the Bazel
   cache volume; BAZELISK_BASE_URL points at a mirror when one is configured.

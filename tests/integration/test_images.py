@@ -53,7 +53,7 @@ def test_second_run_reuses_every_stage(cfg, first_run, engine):
 
 def test_compilers_match_pins(first_run, engine):
     from builder.engine import ContainerSpec
-    from builder.images import installed_versions
+    from builder.stages.images import installed_versions
 
     tag = first_run["toolchain"]["tag"]
     result = engine.run(ContainerSpec(image=tag, network="none",

@@ -22,8 +22,8 @@ import pytest
 import requests
 
 from builder.errors import UploadError
-from builder.index import DirectoryIndex
-from builder.upload import push_wheel
+from builder.index.directory import DirectoryIndex
+from builder.index.upload import push_wheel
 from tests.helpers_wheels import make_wheel
 
 PROJECT = "Builder_Probe_Pkg"  # a name no mirror has

@@ -19,7 +19,7 @@ import jsonschema
 import pytest
 
 from builder.examples import commit_change, write_example_repo
-from builder.manifest import SCHEMA_PATH, validate_manifest
+from builder.repro.manifest import SCHEMA_PATH, validate_manifest
 from tests.conftest import run_builder, write_config
 
 pytestmark = pytest.mark.docker

@@ -1,4 +1,4 @@
-"""builder.upload.push_wheel and `builder push` against a real pypiserver and a real devpi-server.
+"""builder.index.upload.push_wheel and `builder push` against a real pypiserver and a real devpi-server.
 
 Both servers bind 127.0.0.1 on free ports and live in tmp dirs. devpi is created with
 --no-root-pypi and its index has no bases, so nothing here ever asks PyPI for anything.
@@ -24,7 +24,7 @@ import pytest
 import requests
 
 from builder.errors import UploadError
-from builder.upload import (
+from builder.index.upload import (
     MultipartBody,
     parse_simple_page,
     push_wheel,
@@ -33,7 +33,7 @@ from builder.upload import (
     split_credentials,
     upload_fields,
 )
-from builder.wheelmeta import inspect_wheel
+from builder.index.wheelmeta import inspect_wheel
 from tests.helpers_wheels import make_wheel
 
 PASSWORD = "s3cret-Pa55-do-not-print"

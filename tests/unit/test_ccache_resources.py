@@ -1,9 +1,9 @@
 import pytest
 
-from builder.ccache import CacheStats, config_text, parse_location, parse_print_stats, remote_key, stats_delta
+from builder.build.ccache import CacheStats, config_text, parse_location, parse_print_stats, remote_key, stats_delta
+from builder.build.resources import available_memory_gib, default_jobs
 from builder.errors import ConfigError
-from builder.resources import available_memory_gib, default_jobs
-from builder.sources import parse_submodule_status
+from builder.source.mirror import parse_submodule_status
 
 PRINT_STATS = ("direct_cache_hit\t57\npreprocessed_cache_hit\t1\ncache_miss\t2\n"
                "remote_storage_hit\t0\nstats_zeroed_timestamp\t0\n")

@@ -11,7 +11,7 @@ import pytest
 
 from builder.config import describe_ca, host_ca_bundle, load_config
 from builder.errors import BuildError
-from builder.images import explain_certificate_failure, log_shows_certificate_failure
+from builder.stages.images import explain_certificate_failure, log_shows_certificate_failure
 from tests.conftest import REPO, run_builder
 
 
@@ -85,8 +85,8 @@ def test_no_arguments_prints_the_three_first_commands():
 
 
 def test_every_command_help_has_an_example():
-    from builder.cli import _register, app
-    from builder.cli_examples import EXAMPLES, walk
+    from builder.cli.examples import EXAMPLES, walk
+    from builder.cli.main import _register, app
 
     _register()
     paths = [path for path, _ in walk(app)]
@@ -102,7 +102,7 @@ def test_every_command_help_has_an_example():
 def test_distribution_name_is_our_own_and_never_pip_install_builder():
     project = tomllib.loads((REPO / "pyproject.toml").read_text())["project"]
     assert project["name"] == "torch-xla-builder"  # `builder` on PyPI is an unrelated project
-    assert project["scripts"]["builder"] == "builder.cli:main"
+    assert project["scripts"]["builder"] == "builder.cli.main:main"
     texts = {p: p.read_text() for p in [REPO / "README.md", REPO / "builder/workflows/nightly.yml",
                                         REPO / ".github/workflows/nightly.yml"]}
     texts["builder ci render"] = run_builder("ci", "render", check=True).stdout

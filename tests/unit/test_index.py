@@ -1,4 +1,4 @@
-"""builder.index.DirectoryIndex: pages, idempotence, conflicts, prune, concurrency; index CLI; serve argv."""
+"""builder.index.directory.DirectoryIndex: pages, idempotence, conflicts, prune, concurrency; index CLI; serve argv."""
 
 from __future__ import annotations
 
@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from typer.testing import CliRunner
 
-import builder.cli_index  # noqa: F401  (registers the commands on `app`)
-from builder.cli import app
+import builder.cli.index  # noqa: F401  (registers the commands on `app`)
+from builder.cli.main import app
 from builder.errors import IndexError_, ValidationError
-from builder.index import DirectoryIndex
-from builder.serve import server_command
+from builder.index.directory import DirectoryIndex
+from builder.index.serve import server_command
 from tests.helpers_wheels import make_wheel
 
 CLI = [sys.executable, "-m", "builder"]

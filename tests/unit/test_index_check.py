@@ -9,8 +9,8 @@ import subprocess
 import sys
 from pathlib import Path
 
-from builder.index import DirectoryIndex
-from builder.index_check import check_index
+from builder.index.check import check_index
+from builder.index.directory import DirectoryIndex
 from tests.helpers_wheels import make_wheel
 
 

@@ -1,18 +1,20 @@
-"""Which Requires-Dist of a wheel the index must hold (builder.index_deps): pure logic, and
-fetch_dependencies with builder.fetch.fetch replaced (the real fetch is in
+"""Which Requires-Dist of a wheel the index must hold (builder.index.deps): pure logic, and
+fetch_dependencies with builder.index.fetch.fetch replaced (the real fetch is in
 tests/integration/test_index_deps.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-import builder.fetch
+import builder.index.fetch
 from builder.config import Config
 from builder.errors import BuildError
-from builder.fetch import FetchResult
-from builder.index import DirectoryIndex
-from builder.index_deps import fetch_dependencies, requires_dist, runtime_requirements, unmet
+from builder.index.deps import fetch_dependencies, requires_dist, runtime_requirements, unmet
+from builder.index.directory import DirectoryIndex
+from builder.index.fetch import FetchResult
 from tests.helpers_wheels import make_wheel
+
+OWN = frozenset({"torch", "torch_xla"})  # what builder builds: never fetched as a dependency
 
 # torch 2.13.0's Requires-Dist as its METADATA lists them (plus markers for other platforms)
 TORCH_REQUIRES = ["filelock", "typing-extensions>=4.10.0", 'setuptools; python_version >= "3.12"',
@@ -67,14 +69,14 @@ def test_requires_dist_read_from_the_wheel(tmp_path):
 
 @pytest.fixture()
 def calls(monkeypatch):
-    """builder.fetch.fetch replaced: records what it was asked for, fetches nothing."""
+    """builder.index.fetch.fetch replaced: records what it was asked for, fetches nothing."""
     seen: list[list[str]] = []
 
     def fake_fetch(requirements, index, cache_dir, python_series, index_url, find_links, **kwargs):
         seen.append(list(requirements))
         return FetchResult(list(requirements), seconds=0.1)
 
-    monkeypatch.setattr(builder.fetch, "fetch", fake_fetch)
+    monkeypatch.setattr(builder.index.fetch, "fetch", fake_fetch)
     return seen
 
 
@@ -87,23 +89,24 @@ def test_own_projects_come_from_the_index_never_from_upstream(tmp_path, calls):
 
     # no torch in the index: torch is named for the user to build, never fetched
     index.add(xla)
-    fetch_dependencies(cfg, index, [xla.name], notes.append)
+    fetch_dependencies(cfg, index, [xla.name], notes.append, own_projects=OWN)
     assert calls == [["absl-py>=1.0.0"]]
     assert any("not fetching torch==2.9.0" in n for n in notes)
 
     # a torch from source whose version does not match is not fetched either
     index.add(make_wheel(tmp_path / "w", "torch", "2.9.0a0+gitabc1234", tag="cp311-cp311-linux_x86_64"))
     calls.clear()
-    fetch_dependencies(cfg, index, [xla.name], notes.append)
+    fetch_dependencies(cfg, index, [xla.name], notes.append, own_projects=OWN)
     assert calls == [["absl-py>=1.0.0"]]
 
     # a matching torch (local label and all) satisfies it; with absl-py there, nothing runs
     index.add(make_wheel(tmp_path / "w", "torch", "2.9.0+cpu", tag="cp311-cp311-linux_x86_64"))
     index.add(make_wheel(tmp_path / "w", "absl_py", "2.3.1"))
     calls.clear()
-    assert fetch_dependencies(cfg, index, [xla.name], notes.append) == "dependencies: all in the index"
+    summary = fetch_dependencies(cfg, index, [xla.name], notes.append, own_projects=OWN)
+    assert summary == "dependencies: all in the index"
     assert calls == []
-    fetch_dependencies(cfg, index, [xla.name], notes.append, extras=("tpu",))
+    fetch_dependencies(cfg, index, [xla.name], notes.append, extras=("tpu",), own_projects=OWN)
     assert calls == [["libtpu==0.0.21"]]
 
 
@@ -111,11 +114,12 @@ def test_a_failed_dependency_fetch_says_the_wheel_is_published(tmp_path, monkeyp
     def failing_fetch(*args, **kwargs):
         raise BuildError("resolving fsspec from https://pypi.org/simple failed: no network", "see fetch.log")
 
-    monkeypatch.setattr(builder.fetch, "fetch", failing_fetch)
+    monkeypatch.setattr(builder.index.fetch, "fetch", failing_fetch)
     index = DirectoryIndex(tmp_path / "index")
     wheel = make_wheel(tmp_path / "w", "app", "1.0", requires=("fsspec",))
     index.add(wheel)
     with pytest.raises(BuildError) as caught:
-        fetch_dependencies(Config(data_dir=str(tmp_path / "data")), index, [wheel.name], lambda _: None)
+        fetch_dependencies(Config(data_dir=str(tmp_path / "data")), index, [wheel.name], lambda _: None,
+                           own_projects=OWN)
     assert caught.value.message.startswith("app-1.0-py3-none-any.whl published, but not its dependencies")
     assert "see fetch.log" in caught.value.hint and "--no-deps" in caught.value.hint

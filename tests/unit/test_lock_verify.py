@@ -1,5 +1,5 @@
 """builder.lock (pure parts: format, pins in rendered Dockerfiles, drift checks) and
-builder.verify's per-file diff of two wheels."""
+builder.build.verify's per-file diff of two wheels."""
 
 from __future__ import annotations
 
@@ -8,8 +8,9 @@ import zipfile
 
 import pytest
 
+from builder.build.verify import diff_wheels, entry_digests
 from builder.config import load_config
-from builder.lock import (
+from builder.repro.lock import (
     BaseLock,
     Lock,
     LockError,
@@ -27,9 +28,8 @@ from builder.lock import (
     parse_inspection,
     spec_digest,
 )
-from builder.normalize import normalize_wheel
-from builder.plan import image_stages, render_stage
-from builder.verify import diff_wheels, entry_digests
+from builder.repro.normalize import normalize_wheel
+from builder.stages.plan import image_stages, render_stage
 
 CFG = load_config(None, {})
 SPECS = {s.name: s for s in image_stages(CFG)}

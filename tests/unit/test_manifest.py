@@ -1,4 +1,4 @@
-"""builder.manifest: in-toto/SLSA shape, secrets filtered, schema validation, rebuild spec."""
+"""builder.repro.manifest: in-toto/SLSA shape, secrets filtered, schema validation, rebuild spec."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from builder.manifest import (
+from builder.repro.manifest import (
     PREDICATE_TYPE,
     STATEMENT_TYPE,
     ImageRef,

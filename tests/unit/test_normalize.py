@@ -1,4 +1,4 @@
-"""builder.normalize: equal contents give equal bytes, RECORD matches, the wheel still installs."""
+"""builder.repro.normalize: equal contents give equal bytes, RECORD matches, the wheel still installs."""
 
 from __future__ import annotations
 
@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from builder.errors import BuildError
-from builder.normalize import (
+from builder.repro.normalize import (
     check_record,
     normalize_wheel,
     record_hash,

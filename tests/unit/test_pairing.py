@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
+from builder.build.pipeline import Request, plan_targets
 from builder.config import Config, PythonConfig
 from builder.errors import ConfigError
-from builder.pairing import (
+from builder.recipes.xla_pairing import (
     check_config,
     check_pair,
     check_requirements,
@@ -15,7 +16,6 @@ from builder.pairing import (
     pinned_versions,
     series,
 )
-from builder.pipeline import Request, plan_targets
 
 
 @pytest.mark.parametrize("version,expected", [("2.9.0", (2, 9)), ("2.9.0+cu128", (2, 9)), ("2.10.0rc1", (2, 10)),
@@ -65,7 +65,7 @@ def test_wheels_plan_refuses_a_mismatched_pair_before_any_ref_or_download(monkey
     def no_network(*args, **kwargs):  # pragma: no cover - must not be reached
         raise AssertionError("resolve_ref called")
 
-    monkeypatch.setattr("builder.pipeline.resolve_ref", no_network)
+    monkeypatch.setattr("builder.build.pipeline.resolve_ref", no_network)
     with pytest.raises(ConfigError, match="built for torch 2.9"):
         plan_targets(Config(), Request(torch="2.13.0", xla="2.9.0"))
     targets = plan_targets(Config(), Request(torch="2.9.0", xla="2.9.0"))
@@ -73,7 +73,7 @@ def test_wheels_plan_refuses_a_mismatched_pair_before_any_ref_or_download(monkey
 
 
 def test_torch_pin_is_the_last_non_comment_line():
-    from builder.pairing import parse_torch_pin
+    from builder.recipes.xla_pairing import parse_torch_pin
 
     assert parse_torch_pin("# 2025-09-29\n21fec65781bebe867faf209f89bb687ffd236ca4\n") == \
         "21fec65781bebe867faf209f89bb687ffd236ca4"
@@ -82,7 +82,7 @@ def test_torch_pin_is_the_last_non_comment_line():
 
 
 def test_default_xla_version_read_as_upstream_writes_it():
-    from builder.pairing import default_xla_version
+    from builder.recipes.xla_pairing import default_xla_version
 
     assert default_xla_version(["  version = os.getenv('TORCH_XLA_VERSION', '2.9.0')\n"]) == "2.9.0"
     assert default_xla_version(["", 'version = env.get("TORCH_XLA_VERSION", "2.99.0")']) == "2.99.0"
@@ -90,7 +90,7 @@ def test_default_xla_version_read_as_upstream_writes_it():
 
 
 def test_no_partner_after_the_last_release():
-    from builder.pairing import no_partner_reason
+    from builder.recipes.xla_pairing import no_partner_reason
 
     assert no_partner_reason("2.9.1") is None and no_partner_reason("2.8.0") is None
     reason = no_partner_reason("2.13.0")

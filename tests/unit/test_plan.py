@@ -4,8 +4,8 @@ import pytest
 
 from builder.config import load_config
 from builder.errors import BuildError, ConfigError
-from builder.plan import image_stages, render_stage, select_stages, stage_key, upstream_version
-from builder.render import render_template
+from builder.stages.plan import image_stages, render_stage, select_stages, stage_key, upstream_version
+from builder.stages.render import render_template
 
 
 def keys(cfg, base_id="sha256:base"):
@@ -121,14 +121,14 @@ def test_specs_are_frozen():
 def test_build_requirements_parsed_merged_and_checked():
     import pytest as _pytest
 
-    from builder.buildreqs import (
+    from builder.errors import BuildError
+    from builder.source.buildreqs import (
         BuildRequirements,
         merge,
         missing_module_hint,
         parse_pyproject,
         parse_requirements_file,
     )
-    from builder.errors import BuildError
 
     reqs = parse_requirements_file("# comment\nsetuptools\ncmake>=3.27  # min\n\nnumpy; python_version>='3.10'\n",
                                    "torch:requirements-build.txt")
@@ -150,7 +150,7 @@ def test_build_requirements_parsed_merged_and_checked():
 
 def test_deps_stage_key_follows_the_requirements():
     from builder.config import Config
-    from builder.plan import deps_stage, render_stage
+    from builder.stages.plan import deps_stage, render_stage
 
     cfg = Config()
     one = render_stage(deps_stage(cfg, ("cmake>=3.27", "pyyaml"), ("requirements-build.txt",)), "p", "sha256:1")

@@ -3,7 +3,7 @@ import subprocess
 import pytest
 
 from builder.errors import RefError
-from builder.refs import is_version, pick_sha, resolve_ref
+from builder.source.refs import is_version, pick_sha, resolve_ref
 
 A, B, C = "a" * 40, "b" * 40, "c" * 40
 

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-from builder import buildreqs
 from builder.examples import example_dir
 from builder.recipes import RECIPES, BuildContext
+from builder.source import buildreqs
 
 TABLE = Path(__file__).resolve().parents[2] / "docs" / "upstream.md"
 

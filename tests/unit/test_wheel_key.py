@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
-from builder import normalize, wheelstep
+from builder.build import wheelstep
+from builder.build.wheelstep import container_env, wheel_key
 from builder.recipes import BuildContext, get_recipe
 from builder.recipes.torch import TorchRecipe
-from builder.wheelstep import container_env, wheel_key
+from builder.repro import normalize
 
 CTX = BuildContext(jobs=2, source_date_epoch=1)
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from builder.errors import IndexError_
-from builder.index import DirectoryIndex
-from builder.wheelcheck import entry_name_problem
+from builder.index.directory import DirectoryIndex
+from builder.index.wheelcheck import entry_name_problem
 from tests.helpers_wheels import make_wheel
 
 

@@ -1,4 +1,4 @@
-"""builder.wheelmeta: file names, METADATA, digests, and refusing non-wheels."""
+"""builder.index.wheelmeta: file names, METADATA, digests, and refusing non-wheels."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from builder.errors import IndexError_
-from builder.wheelmeta import (
+from builder.index.wheelmeta import (
     file_digests,
     inspect_wheel,
     normalize_name,
@@ -115,7 +115,7 @@ def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_remove_stale_work_dir_only_removes_a_child_of_the_work_root(tmp_path):
-    from builder.wheelstep import remove_stale_work_dir
+    from builder.build.wheelstep import remove_stale_work_dir
 
     root = tmp_path / "work"
     stale = root / "torch-abc"

@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from builder.fetch import Sources, cache_record_valid, parse_report, resolve_command, sources_for
-from builder.xla_check import (
+from builder.index.fetch import Sources, cache_record_valid, parse_report, resolve_command, sources_for
+from builder.xla.check import (
     CONTAINER_ROOT,
     Block,
     Frame,
@@ -26,8 +26,8 @@ from builder.xla_check import (
     parse_dump,
     user_frame,
 )
-from builder.xla_runtime import LiveOutput
-from builder.xla_smoke import SmokeFigures, image_key, parse_figures, result_key, verdict
+from builder.xla.runtime import LiveOutput
+from builder.xla.smoke import SmokeFigures, image_key, parse_figures, result_key, verdict
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 CAPTURED = DATA / "xla_check"
@@ -270,9 +270,9 @@ def test_cache_record_valid_tracks_size_and_mtime(tmp_path):
 
 # ------------------------------------------------------------- smoke of other wheels
 def test_wheel_smoke_of_an_extension_built_by_the_xla_recipe(tmp_path):
-    from builder.index import DirectoryIndex
-    from builder.wheelstep import StepOutcome
-    from builder.xla_smoke import is_real_torch_xla, real_xla_wheels, top_level_packages, wheel_smoke
+    from builder.build.wheelstep import StepOutcome
+    from builder.index.directory import DirectoryIndex
+    from builder.xla.smoke import is_real_torch_xla, real_xla_wheels, top_level_packages, wheel_smoke
     from tests.helpers_wheels import make_wheel
 
     index = DirectoryIndex(tmp_path / "index")
@@ -296,7 +296,7 @@ def test_readme_shows_the_exact_table_of_its_example(monkeypatch, tmp_path):
     the table it shows is what print_findings prints for that run."""
     from rich.console import Console
 
-    import builder.cli_xla as cli_xla
+    import builder.cli.xla as cli_xla
 
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     report = check_output((DATA / "xla_readme" / "train.log").read_text(), str(tmp_path))

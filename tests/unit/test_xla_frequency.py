@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from builder.cli_xla import strict_as_flag
-from builder.xla_frequency import (
+from builder.cli.xla import strict_as_flag
+from builder.xla.frequency import (
     Frequency,
     Steps,
     at_least,

@@ -1,0 +1,224 @@
+"""One wheel step: compile a package in a container from its stage image, with caches.
+
+Keyed by (stage image ID, source SHA + submodule SHAs, recipe env, torch wheel hash):
+if the local index already holds a wheel whose manifest records that key, the step is
+skipped. Otherwise the build runs in a container that is removed whatever happens, and
+the wheel is published to the index atomically only after the build succeeded.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from builder import __version__
+from builder.build import profile
+from builder.build.ccache import CCACHE_MOUNT, CacheStats, parse_print_stats, stats_delta
+from builder.build.dist import parse_stats as parse_dist_stats
+from builder.build.dist import write_client_config
+from builder.engine import ContainerSpec, Engine, Mount
+from builder.errors import BuildError
+from builder.index.directory import DirectoryIndex
+from builder.repro.manifest import Provenance, StepRecord, build_manifest
+from builder.repro.normalize import NORMALIZER_VERSION, normalize_wheel
+from builder.build.progress import LogTee, StepProgress
+from builder.recipes.base import BAZEL_CACHE_MOUNT, INDEX_MOUNT, OUT_MOUNT, TORCH_CHECKOUT, BuildContext, Recipe
+from builder.source.mirror import SourceTree
+
+HOME = "/tmp/builder-home"
+
+
+@dataclass
+class StepOutcome:
+    recipe: str
+    project: str
+    status: str  # built | reused | prebuilt
+    filename: str
+    version: str
+    sha256: str
+    key: str = ""
+    seconds: float = 0.0
+    ccache: CacheStats | None = None
+    source_sha: str = ""
+    log_path: Path | None = None
+    manifest: dict[str, Any] = field(default_factory=dict)
+    started: float = 0.0  # wall clock (time.time()) when the step began
+    profile: Path | None = None  # builder.build.profile of a compile (ninja + ccache per unit)
+    dist: dict[str, Any] = field(default_factory=dict)  # sccache-dist counts (builder.build.dist.parse_stats)
+    replaced_corrupt: bool = False  # the index held a corrupt copy of this wheel; replaced
+
+
+@dataclass(frozen=True)
+class StepMounts:
+    ccache: str  # volume name or host path
+    bazel: str
+    index_root: Path
+    ccache_read_only: bool = False
+    ccache_env: dict[str, str] = field(default_factory=dict)
+
+
+def keyed_env(recipe: Recipe, env: dict[str, str]) -> dict[str, str]:
+    return {k: v for k, v in sorted(env.items())
+            if k not in recipe.unkeyed_env() and not k.startswith("CCACHE_")}
+
+
+def wheel_key(recipe: Recipe, image_id: str, source_sha: str, env: dict[str, str], torch_sha256: str = "",
+              ctx: BuildContext | None = None, requirements: tuple[str, ...] = (), torch_source: str = "") -> str:
+    """The step's content key: the image, the source, the keyed env, the torch wheel and
+    torch checkout an xla build uses, the whole container script (all but the remote
+    cache URL, which changes speed only), the wheel normalizer's version and the
+    commit's build requirements. The submodule SHAs are gitlinks inside the commit's
+    tree, so the source SHA already fixes them (and, recursively, theirs): the key can be
+    computed before anything is checked out, which keeps a no-op rerun cheap."""
+    ctx = ctx or BuildContext(jobs=0, source_date_epoch=0)
+    payload = {
+        "recipe": recipe.name,
+        "image": image_id,
+        "source": source_sha,
+        "env": keyed_env(recipe, env),
+        "torch": torch_sha256,
+        "torch_source": torch_source,
+        "script": recipe.script(replace(ctx, bazel_remote="", jobs=0)),
+        "normalizer": NORMALIZER_VERSION,
+        "requirements": list(requirements),
+    }
+    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()[:32]
+
+
+def container_env(recipe: Recipe, ctx: BuildContext) -> dict[str, str]:
+    # CCACHE_STATSLOG: one record per compilation (hit/miss), read into the step's profile
+    return {**recipe.env(ctx), "CCACHE_DIR": CCACHE_MOUNT, "CCACHE_STATSLOG": f"{OUT_MOUNT}/ccache-stats.log",
+            "HOME": HOME, "PYTHONDONTWRITEBYTECODE": "1"}
+
+
+def find_reusable(index: DirectoryIndex, recipe: Recipe, key: str, source_sha: str) -> StepOutcome | None:
+    existing = index.find_by_key(key)
+    if existing is None:
+        return None
+    return StepOutcome(recipe.name, recipe.project, "reused", existing.filename, existing.version,
+                       existing.sha256, key, source_sha=source_sha, manifest=existing.manifest or {})
+
+
+WORK_DIR_LABEL = "builder.workdir"  # lets the next run remove this dir if we are SIGKILLed
+
+
+def remove_stale_work_dir(work_root: Path, labelled: str) -> bool:
+    """Remove an interrupted run's work dir, only if it is a direct child of ``work_root``."""
+    if not labelled:
+        return False
+    path = Path(labelled)
+    if path.parent != work_root or not path.is_dir():
+        return False
+    shutil.rmtree(path, ignore_errors=True)
+    return not path.exists()
+
+
+def run_step(engine: Engine, index: DirectoryIndex, recipe: Recipe, ctx: BuildContext, tree: SourceTree,
+             key: str, image_tag: str, image_id: str, mounts: StepMounts, work_dir: Path, log_path: Path,
+             network: str = "host", user: str | None = None, nano_cpus: int | None = None,
+             mem_limit: str | None = None, torch_sha256: str = "",
+             provenance: Provenance | None = None, torch_tree: SourceTree | None = None,
+             profiles_root: Path | None = None, progress: StepProgress | None = None,
+             dist: tuple[str, str] | None = None) -> StepOutcome:
+    """Compile in a container and publish the wheel (the caller checked ``key`` is not built)."""
+    env = {**container_env(recipe, ctx), **mounts.ccache_env}
+    started_wall = time.time()
+    started = time.monotonic()
+    work_dir.mkdir(parents=True, exist_ok=True)
+    out = Path(tempfile.mkdtemp(prefix=f"{recipe.name}-", dir=work_dir))
+    try:
+        (out / "dist").mkdir()
+        out.chmod(0o777)
+        (out / "dist").chmod(0o777)
+        if dist is not None:  # (scheduler, token): the token only ever in this 0600 file
+            write_client_config(out, dist[0], dist[1], user)
+        spec = ContainerSpec(
+            image=image_tag, command=["sh", "-c", recipe.script(ctx)], environment=env,
+            mounts=[Mount(mounts.ccache, CCACHE_MOUNT, read_only=mounts.ccache_read_only),
+                    Mount(mounts.bazel, BAZEL_CACHE_MOUNT),
+                    Mount(str(tree.path), recipe.source_dir), Mount(str(out), OUT_MOUNT),
+                    Mount(str(index.root), INDEX_MOUNT, read_only=True),
+                    # pytorch/xla's layout: xla (above) inside the torch checkout (builder.recipes.xla_layout)
+                    *([Mount(str(torch_tree.path), TORCH_CHECKOUT, read_only=True)] if torch_tree else [])],
+            workdir=recipe.source_dir, user=user, network=network, nano_cpus=nano_cpus, mem_limit=mem_limit,
+            labels={"builder.step": recipe.name, "builder.key": key, WORK_DIR_LABEL: str(out)},
+        )
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with log_path.open("w") as log:
+            log.write(f"# {recipe.name} {tree.sha} key {key}\n# image {image_tag}\n")
+            result = engine.run(spec, LogTee(log, recipe.project, progress) if progress else log)
+        if result.exit_code != 0:
+            raise BuildError(f"building {recipe.project} from {tree.sha[:12]} failed (exit {result.exit_code})",
+                             f"see the log {log_path}")
+        wheels = sorted((out / "dist").glob("*.whl"))
+        if len(wheels) != 1:
+            raise BuildError(f"building {recipe.project} produced {len(wheels)} wheels, expected 1",
+                             f"see the log {log_path}")
+        stats = stats_delta(_read_stats(out / "ccache-before.tsv"), _read_stats(out / "ccache-after.tsv"))
+        dist_stats = _read_dist(out / "sccache-stats.json") if dist is not None else {}
+        normalized = normalize_wheel(wheels[0], ctx.source_date_epoch)  # same inputs -> same bytes
+        manifest = build_manifest(StepRecord(
+            wheel=wheels[0].name, sha256=normalized.sha256, build_key=key, recipe=recipe.name,
+            command=recipe.build_command(ctx.backend), source_url=tree.url, source_sha=tree.sha,
+            submodules=tree.submodules,
+            commit_time=tree.commit_time, source_date_epoch=ctx.source_date_epoch, image_tag=image_tag,
+            image_id=image_id, env=keyed_env(recipe, env), jobs=ctx.jobs, started=started_wall,
+            finished=time.time(), ccache={**stats.as_dict(), **{k: v for k, v in dist_stats.items()
+                                                                 if isinstance(v, int)}},
+            builder_version=__version__, version=ctx.version,
+            torch_requirement=ctx.torch_requirement, torch_sha256=torch_sha256,
+            torch_source_url=torch_tree.url if torch_tree else "",
+            torch_source_sha=torch_tree.sha if torch_tree else ""), provenance)
+        added = index.add(wheels[0], manifest)
+        entry = next(e for e in index.entries() if e.filename == added.filename)
+        profile_path = record_profile(profiles_root, recipe, added.filename, ctx.jobs, tree.path, out, dist_stats)
+        return StepOutcome(recipe.name, recipe.project, "built", added.filename, entry.version, added.sha256,
+                           key, time.monotonic() - started, stats, tree.sha, log_path, manifest,
+                           started=started_wall, profile=profile_path, dist=dist_stats,
+                           replaced_corrupt=added.status == "repaired")
+    finally:
+        shutil.rmtree(out, ignore_errors=True)
+
+
+def record_profile(root: Path | None, recipe: Recipe, wheel: str, jobs: int, tree: Path, out: Path,
+                   dist: dict[str, Any] | None = None) -> Path | None:
+    """The step's profile from ninja's log in the build dir and ccache's stats log (none
+    for a build without ninja, e.g. Bazel's)."""
+    if root is None:
+        return None
+    try:
+        ninja_log = (tree / "build" / ".ninja_log").read_text(errors="replace")
+    except OSError:
+        return None
+    try:
+        stats_log = (out / "ccache-stats.log").read_text(errors="replace")
+    except OSError:
+        stats_log = ""
+    made = profile.make_profile(recipe.project, wheel, jobs, ninja_log, stats_log,
+                                profile.latest(root, recipe.project))
+    made.dist = dict(dist or {})
+    try:
+        made.peak_memory_bytes = int((out / "memory-peak").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        pass
+    return profile.save(root, made)
+
+
+def _read_dist(path: Path) -> dict[str, Any]:
+    try:
+        return parse_dist_stats(path.read_text())
+    except OSError:
+        return {}
+
+
+def _read_stats(path: Path) -> dict[str, int]:
+    try:
+        return parse_print_stats(path.read_text())
+    except OSError:
+        return {}

@@ -1,0 +1,81 @@
+"""`builder profile`: the slowest translation units of a built wheel, its cache misses and why."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import typer
+
+from builder.build import profile as prof
+from builder.cli.main import app, get_config, handle_errors
+from builder.console import out
+from builder.errors import ConfigError
+
+
+def _find(data_dir: str, name: str) -> prof.Profile:
+    """A wheel file name (or a path to a profile), or a package name for its latest build."""
+    path = Path(name)
+    if path.suffix == ".json" and path.is_file():
+        return prof.load(path)
+    candidate = prof.profiles_dir(data_dir) / f"{path.name}.json"
+    if candidate.is_file():
+        return prof.load(candidate)
+    latest = prof.latest(data_dir, name)
+    if latest is not None:
+        return latest
+    known = sorted(p.name[:-5] for p in prof.profiles_dir(data_dir).glob("*.whl.json"))
+    raise ConfigError(f"no build profile for {name!r} in {prof.profiles_dir(data_dir)}",
+                      "name a wheel built here (profiles: " + (", ".join(known[-5:]) or "none yet") +
+                      ") or a package (torch); only compiled steps have one")
+
+
+@app.command("profile")
+@handle_errors
+def profile_cmd(
+    wheel: str = typer.Argument("torch", help="Wheel file name, or a package for its latest build."),
+    diff_with: str = typer.Option(None, "--diff", help="Compare with another build (wheel name or profile path)."),
+    top: int = typer.Option(10, "--top", min=1, help="How many of the slowest units to list."),
+    as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),
+) -> None:
+    """Where a wheel's compile time went and why its cache missed.
+    """
+    cfg = get_config()
+    current = _find(cfg.data_dir, wheel)
+    other = _find(cfg.data_dir, diff_with) if diff_with else None
+    changes = prof.diff(current, other) if other else None
+    slowest = sorted(current.units, key=lambda u: -u.seconds)[:top]
+    misses = [u for u in current.units if u.result == "miss"]
+    if as_json:
+        data = current.as_dict()
+        data["slowest"] = [u.output for u in slowest]
+        if changes is not None:
+            data["diff"] = {"against": other.wheel, **changes}
+        out.print_json(json.dumps(data))
+        return
+    t = current.totals()
+    out.print(f"{current.wheel}: {t['units']} units, {t['miss']} missed, {t['direct_hit']} direct hits, "
+              f"{t['preprocessed_hit']} preprocessed hits, {t['remote_hit']} remote hits; compile wall "
+              f"{t['wall_seconds']:.1f} s, CPU {t['cpu_seconds']:.1f} s over {t['slots']} job slots "
+              f"({current.jobs} jobs)", markup=False)
+    if current.dist:
+        out.print(f"sccache-dist: {current.dist.get('dist_compiles', 0)} distributed "
+                  f"{current.dist.get('dist_servers', {})}, {current.dist.get('local_compiles', 0)} local, "
+                  f"{current.dist.get('dist_failed', 0)} failed distributions", markup=False)
+    out.print(f"slowest {len(slowest)}:", markup=False)
+    for unit in slowest:
+        out.print(f"  {unit.seconds:7.2f} s  {unit.result:16}  {unit.source or unit.output}", markup=False)
+    if misses:
+        out.print(f"misses ({len(misses)}):", markup=False)
+        for unit in misses[:top]:
+            out.print(f"  {unit.source or unit.output}: {unit.why}", markup=False)
+        if len(misses) > top:
+            out.print(f"  ... and {len(misses) - top} more (--top N, or --json)", markup=False)
+    if changes is not None:
+        out.print(f"against {other.wheel}: {len(changes['missed'])} missed ({len(changes['newly_missed'])} of "
+                  f"them hit there), {len(changes['slower'])} slower, {len(changes['added'])} new units",
+                  markup=False)
+        for item in changes["missed"][:top]:
+            out.print(f"  missed: {item['source'] or item['output']} ({item['why']})", markup=False)
+        for item in changes["slower"][:top]:
+            out.print(f"  slower: {item['output']} {item['before']:.2f} s -> {item['seconds']:.2f} s", markup=False)

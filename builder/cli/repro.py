@@ -1,0 +1,119 @@
+"""Reproducibility commands: `builder lock` and `builder verify`.
+
+Option parsing and printing only; the work is in builder.lock and builder.build.verify.
+(`builder index show WHEEL` prints a wheel's provenance manifest.)
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from pathlib import Path
+
+import typer
+
+from builder.cli.main import MAX_JOBS, app, get_config, handle_errors, in_range
+from builder.console import err, out
+from builder.errors import BuildError, ConfigError
+from builder.repro.lock import DEFAULT_LOCK
+
+
+def _note(text: str) -> None:
+    err.print(text, markup=False, highlight=False)
+
+
+@app.command("lock")
+@handle_errors
+def lock_cmd(
+    torch: str = typer.Option(None, "--torch", help="torch ref to lock to its current SHA."),
+    xla: str = typer.Option(None, "--xla", help="torch_xla ref to lock to its current SHA."),
+    torch_repo: str = typer.Option(None, "--torch-repo", help="torch git URL (default: \\[repos] torch)."),
+    xla_repo: str = typer.Option(None, "--xla-repo", help="torch_xla git URL (default: \\[repos] xla)."),
+    output: Path = typer.Option(Path(DEFAULT_LOCK), "--out", "-o", help="Lock file to write."),
+    as_json: bool = typer.Option(False, "--json", help="Also print the lock on stdout."),
+) -> None:
+    """Write builder.lock: base image, every apt package of each stage, pip hashes, source SHAs."""
+    from builder.engine import Engine
+    from builder.repro.lock import SourceLock, lock_to_json, make_deps_lock, make_lock, write_lock
+    from builder.repro.manifest import redact_url
+    from builder.source.refs import ResolvedRef, is_version, resolve_ref
+    from builder.stages.images import bring_up
+    from builder.stages.plan import deps_stage, image_stages
+
+    cfg = get_config()
+    sources = {}
+    for name, ref, repo in (("torch", torch, torch_repo or cfg.repos.torch), ("xla", xla, xla_repo or cfg.repos.xla)):
+        if ref is None:
+            continue
+        if is_version(ref):
+            raise ConfigError(f"--{name} {ref} is a version: lock a git ref (a prebuilt wheel is pinned by the index)")
+        resolved = resolve_ref(repo, ref)  # before any Docker call: a bad ref costs one ls-remote
+        sources[name] = SourceLock(redact_url(resolved.url), resolved.ref, resolved.sha)
+    engine = Engine()
+    specs = image_stages(cfg)
+    images = bring_up(engine, cfg, _note, specs)
+    base_id, stages = images.base_id, images.stages
+    _note("reading installed packages and hashing pip requirements ...")
+    lock = make_lock(engine, cfg, base_id, stages, sources, specs)
+    deps = {}
+    for name, source in sources.items():  # each source's build requirements, from its commit
+        from builder.build.pipeline import prepare_deps
+
+        ref = ResolvedRef(torch_repo or cfg.repos.torch if name == "torch" else xla_repo or cfg.repos.xla,
+                          source.ref, source.sha)
+        requirements, stage = prepare_deps(engine, cfg, ref, stages[-1], _note, name)
+        spec = deps_stage(cfg, requirements.requirements, requirements.sources, requirements.bazel_version)
+        deps[name] = make_deps_lock(engine, cfg, spec, stage, lock.stages[stages[-1].name].pip)
+    lock = dataclasses.replace(lock, deps=deps)
+    write_lock(lock, output)
+    packages = sum(len(s.apt) for s in lock.stages.values())
+    _note(f"wrote {output}: {len(lock.stages)} stages, {packages} apt entries, "
+          f"{sum(len(s.pip) for s in lock.stages.values())} pip packages, {len(sources)} sources, "
+          f"{len(lock.deps)} deps layers")
+    if as_json:
+        typer.echo(lock_to_json(lock), nl=False)
+
+
+@app.command("verify")
+@handle_errors
+def verify_cmd(
+    wheel: str = typer.Argument(None, help="Wheel file name in the index (see `builder index list`)."),
+    all_wheels: bool = typer.Option(False, "--all", help="Verify every wheel that has a manifest."),
+    jobs: int = typer.Option(0, "--jobs", "-j", help="Parallel compile jobs for the rebuild.",
+                             callback=in_range(0, MAX_JOBS)),
+    directory: Path | None = typer.Option(None, "--dir", help="Index directory (default: \\[index] dir)."),
+    as_json: bool = typer.Option(False, "--json", help="Print the results as JSON on stdout."),
+) -> None:
+    """Rebuild wheels from their manifests with empty caches and compare sha256."""
+    from builder.build.verify import verify_all, verify_wheel
+    from builder.engine import Engine
+    from builder.index.directory import DirectoryIndex
+
+    if bool(wheel) == all_wheels:
+        raise ConfigError("name one WHEEL, or pass --all")
+    cfg = get_config({"index.dir": str(directory) if directory else None})
+    index = DirectoryIndex(cfg.index_dir)
+    if wheel:
+        index.manifest(wheel)  # a malformed or unknown name fails here, before any Docker call
+    engine = Engine()
+    if all_wheels:
+        results, skipped = verify_all(engine, cfg, index, _note, jobs)
+        for name in skipped:
+            _note(f"{name}: skipped (no provenance manifest)")
+    else:
+        results = [verify_wheel(engine, cfg, index, wheel, _note, jobs)]
+    if as_json:
+        out.print_json(json.dumps([r.as_dict() for r in results]))
+    for result in results:
+        _note(result.summary())
+        for line in result.notes:
+            _note(f"  note: {line}")
+        for line in result.differences:
+            _note(f"  differs: {line}")
+        if result.diffoscope:
+            _note(result.diffoscope)
+        if result.kept:
+            _note(f"  rebuilt wheel kept at {result.kept}")
+    failed = [r.wheel for r in results if not r.ok]
+    if failed:
+        raise BuildError(f"{len(failed)} of {len(results)} wheel(s) did not verify: {', '.join(failed)}")

@@ -1,0 +1,49 @@
+"""Prebuilt wheels: a version of a project found in the local index, else fetched into
+it (with its dependencies) from the configured index and find-links."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from packaging.version import InvalidVersion, Version
+
+from builder.config import Config
+from builder.errors import IndexError_
+from builder.index.directory import DirectoryIndex, Entry
+from builder.index.fetch import completion_notes, default_cache_dir, fetch
+from builder.interpreter import Interpreter
+
+Note = Callable[[str], None]
+
+
+def find_prebuilt(index: DirectoryIndex, project: str, version: str) -> Entry | None:
+    """The wheel of ``project`` whose version is ``version`` (a local ``+cpu`` label allowed)."""
+    wanted = Version(version)
+    matches = []
+    for entry in index.entries():
+        if entry.normalized != project.replace("_", "-").lower() and entry.name != project:
+            continue
+        try:
+            have = Version(entry.version)
+        except InvalidVersion:
+            continue
+        if have == wanted or (not wanted.local and have.public == wanted.public):
+            matches.append(entry)
+    return max(matches, key=lambda e: e.filename) if matches else None
+
+
+def ensure_prebuilt(cfg: Config, index: DirectoryIndex, project: str, version: str, note: Note) -> Entry:
+    """``project==version`` in the index: already there, or fetched with its dependencies."""
+    entry = find_prebuilt(index, project, version)
+    if entry is None:
+        note(f"{project} {version}: not in the local index, fetching it with its dependencies ...")
+        cache = default_cache_dir(cfg.data_dir, cfg.prebuilt.download_cache)
+        fetched = fetch([f"{project}=={version}"], index, cache, Interpreter.of(cfg), cfg.prebuilt.index_url,
+                        cfg.prebuilt.find_links, log=cfg.logs_dir / f"fetch-{project}.log",
+                        progress=completion_notes(note), note=note)
+        note(f"{project} {version}: {fetched.summary()}")
+        entry = find_prebuilt(index, project, version)
+    if entry is None:
+        raise IndexError_(f"no {project} {version} wheel for this interpreter in the index",
+                          "import one with `builder index add FILE` or set [prebuilt] find_links")
+    return entry

@@ -1,0 +1,98 @@
+"""Which torch a torch_xla source build pairs with, decided at plan time from the mirrors.
+
+pytorch/xla master builds against the torch commit in its ``.torch_commit`` (release
+branches pin ``release/X.Y``), inside a checkout of that torch; a torch_xla built against
+another torch fails later with ``_XLAC ... undefined symbol`` (pytorch/xla#5553, #8626,
+#8813, #9422). So ``--xla REF`` alone builds torch at the pin, an explicit ``--torch``
+that differs from it is refused unless the user says ``--torch-unpinned``, and the two
+versions (torch's ``version.txt``, xla's default ``TORCH_XLA_VERSION``) must pair
+(builder.recipes.xla_pairing's X.Y rule) before anything is built.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+from builder.errors import ConfigError
+from builder.recipes.xla_pairing import (
+    TORCH_PIN_FILE,
+    XLA_VERSION_FILES,
+    check_pair,
+    check_source_pair,
+    default_xla_version,
+    parse_torch_pin,
+)
+from builder.source.mirror import read_at_commit, update_mirror
+from builder.source.refs import ResolvedRef, is_version, resolve_ref
+
+
+@dataclass(frozen=True)
+class PairPlan:
+    torch_ref: ResolvedRef | None  # None: prebuilt torch_version
+    torch_version: str  # prebuilt version, or the source's version (version.txt / --torch-version)
+    pinned: str | None  # the torch ref xla's .torch_commit names (None: no pin file)
+
+
+def torch_source_version(mirrors: Path, ref: ResolvedRef) -> str | None:
+    text = read_at_commit(update_mirror(mirrors, ref.url, ref.sha), ref.sha, "version.txt")
+    return text.strip() if text and text.strip() else None
+
+
+def xla_source_version(mirror: Path, sha: str) -> str | None:
+    texts = [read_at_commit(mirror, sha, path) or "" for path in XLA_VERSION_FILES]
+    return default_xla_version(texts)
+
+
+def plan_pair(mirrors: Path, xla: ResolvedRef, torch_spec: str | None, torch_repo: str, unpinned: bool,
+              torch_version: str = "", xla_version: str = "") -> PairPlan:
+    """Resolve the torch side for a torch_xla built from ``xla`` and check the pair."""
+    mirror = update_mirror(mirrors, xla.url, xla.sha)
+    pin_text = read_at_commit(mirror, xla.sha, TORCH_PIN_FILE)
+    pinned = parse_torch_pin(pin_text) if pin_text else None
+    where = f"xla {xla.ref} ({xla.sha[:12]})"
+    if torch_spec is None:
+        if pinned is None:
+            raise ConfigError(f"{where} has no {TORCH_PIN_FILE} naming the torch it builds against",
+                              "name one with --torch REF (or a prebuilt --torch VERSION)")
+        torch_ref: ResolvedRef | None = resolve_ref(torch_repo, pinned)
+    elif is_version(torch_spec):
+        torch_ref = None
+    else:
+        torch_ref = resolve_ref(torch_repo, torch_spec)
+        if pinned is not None and not unpinned:
+            pinned_sha = resolve_ref(torch_repo, pinned).sha
+            if pinned_sha != torch_ref.sha:
+                raise ConfigError(
+                    f"--torch {torch_spec} is {torch_ref.sha[:12]}, but {where} pins torch {pinned_sha} "
+                    f"in {TORCH_PIN_FILE}",
+                    "drop --torch to build the pinned torch, or add --torch-unpinned to build against "
+                    f"{torch_spec} anyway")
+    xla_ver = xla_version or xla_source_version(mirror, xla.sha)
+    if torch_ref is None:
+        assert torch_spec is not None
+        if xla_ver:
+            check_pair(torch_spec, xla_ver, where)  # names the last release when torch is past it
+        return PairPlan(None, torch_spec, pinned)
+    torch_ver = torch_version or torch_source_version(mirrors, torch_ref)
+    if torch_ver and xla_ver:
+        check_source_pair(torch_ver, xla_ver, f"{where} with torch {torch_ref.ref} ({torch_ref.sha[:12]})")
+    return PairPlan(torch_ref, torch_ver or "", pinned)
+
+
+def unpinned_xla_version(mirrors: Path, xla: ResolvedRef, torch_url: str, torch_sha: str) -> str:
+    """The version of a torch_xla built against a torch other than its ``.torch_commit``:
+    upstream's ``<TORCH_XLA_VERSION>+git<xla sha7>`` plus ``.torch<torch sha7>``, so it
+    never takes the name of the pinned build (xla records its torch commit, so the bytes
+    differ). Empty when ``torch_sha`` is the pinned commit (or xla pins nothing)."""
+    mirror = update_mirror(mirrors, xla.url, xla.sha)
+    pin_text = read_at_commit(mirror, xla.sha, TORCH_PIN_FILE)
+    pinned = parse_torch_pin(pin_text) if pin_text else None
+    if pinned is None:
+        return ""
+    pinned_sha = pinned if re.fullmatch(r"[0-9a-f]{40}", pinned) else resolve_ref(torch_url, pinned).sha
+    if pinned_sha == torch_sha:
+        return ""
+    base = xla_source_version(mirror, xla.sha) or "0.0.0"
+    return f"{base}+git{xla.sha[:7]}.torch{torch_sha[:7]}"

@@ -1,0 +1,1 @@
+"""Reproducibility: the lock file, provenance manifests, wheel normalization."""
