@@ -350,7 +350,7 @@ def _build_target(engine: Engine, cfg: Config, index: DirectoryIndex, recipe: Re
     ctx = BuildContext(
         jobs=report.jobs, source_date_epoch=0,
         version=request.torch_version if recipe.name == "torch" else request.xla_version,
-        torch_requirement=f"torch=={against_torch.version}" if against_torch else "",
+        against=(f"torch=={against_torch.version}",) if against_torch else (),
         bazel_remote=cfg.cache.bazel_remote, cache_silo=f"builder-{stage.key}",
         backend=requirements.backend, bazel_version=requirements.bazel_version, bazel_base_url=cfg.bazel.base_url,
         dist_port=dist_mod.free_port() if dist else 0)

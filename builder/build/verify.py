@@ -145,7 +145,7 @@ def _context(spec: RebuildSpec, jobs: int) -> BuildContext:
     # The recorded (keyed) env goes in as extra_env, which every recipe applies last: the
     # rebuild runs with exactly the recorded values, whatever this builder's defaults are.
     return BuildContext(jobs=jobs, source_date_epoch=spec.source_date_epoch, version=spec.version,
-                        torch_requirement=spec.torch_requirement, bazel_remote="",
+                        against=(spec.torch_requirement,) if spec.torch_requirement else (), bazel_remote="",
                         cache_silo=spec.env.get("SILO_NAME", "builder"), extra_env=dict(spec.env))
 
 

@@ -172,7 +172,7 @@ def run_step(engine: Engine, index: DirectoryIndex, recipe: Recipe, ctx: BuildCo
             finished=time.time(), ccache={**stats.as_dict(), **{k: v for k, v in dist_stats.items()
                                                                  if isinstance(v, int)}},
             builder_version=__version__, version=ctx.version,
-            torch_requirement=ctx.torch_requirement, torch_sha256=torch_sha256,
+            torch_requirement=" ".join(ctx.against), torch_sha256=torch_sha256,
             torch_source_url=torch_tree.url if torch_tree else "",
             torch_source_sha=torch_tree.sha if torch_tree else ""), provenance)
         added = index.add(wheels[0], manifest)

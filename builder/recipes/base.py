@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from builder.mounts import BAZEL_CACHE_MOUNT, CCACHE_MOUNT, INDEX_MOUNT, OUT_MOUNT, SOURCE_ROOT, TORCH_CHECKOUT
@@ -15,7 +16,9 @@ class BuildContext:
     jobs: int
     source_date_epoch: int
     version: str = ""  # explicit wheel version (nightlies); empty: the source's own
-    torch_requirement: str = ""  # "torch==X" for packages built against torch
+    # what the build installs from the local index first: "project==version" of each
+    # package this one builds against (its ``builds_against``), as built or found this run
+    against: tuple[str, ...] = ()
     bazel_remote: str = ""
     cache_silo: str = "builder"
     extra_env: dict[str, str] = field(default_factory=dict)
@@ -28,11 +31,27 @@ class BuildContext:
 class Recipe:
     """One package's build. Subclasses set the names and override the hooks."""
 
-    name: str = ""  # recipe / CLI name: torch, xla
-    project: str = ""  # wheel project name: torch, torch_xla
+    name: str = ""  # recipe name: --pkg NAME=REF, [repos] NAME, [packages.NAME]
+    project: str = ""  # wheel project name
     repo_key: str = ""  # [repos] key in the config
     import_name: str = ""  # module the smoke check imports
     compiler_launcher: bool = False  # its build honours CMAKE_<LANG>_COMPILER_LAUNCHER (ccache / sccache)
+    # recipes whose wheels this build installs (from this run, else the index) and is keyed on;
+    # the request builds them first (the package graph's edges)
+    builds_against: tuple[str, ...] = ()
+
+    def repo_url(self, cfg) -> str:  # noqa: ANN001 - Config
+        """The git URL of this package's sources (``[repos]``)."""
+        return getattr(cfg.repos, self.repo_key)
+
+    def pins(self, read: Callable[[str], str | None]) -> dict[str, str]:
+        """Refs a commit pins for the packages it builds against, read with ``read(path)``
+        from the commit (None: no such file); the plan builds those unless told otherwise."""
+        return {}
+
+    def explain_log(self, log_text: str, requirements, cfg) -> str | None:  # noqa: ANN001
+        """A failed build's cause a user can act on, when this package's log shows one."""
+        return None
 
     @property
     def source_dir(self) -> str:
@@ -48,8 +67,12 @@ class Recipe:
                 "SCCACHE_CONF", "SCCACHE_SERVER_PORT"}
 
     def prepare_lines(self, ctx: BuildContext) -> list[str]:
-        """Shell lines run before the build (e.g. install torch from the local index)."""
-        return []
+        """Shell lines run before the build: what it builds against, installed from the local
+        index alone. ``--target``: works for any uid (the image's venv belongs to root); the
+        build then imports it through PYTHONPATH."""
+        if not ctx.against:
+            return []
+        return [pip_from_local_index(*ctx.against, target_home_dir="site"), 'export PYTHONPATH="$HOME/site"']
 
     def build_command(self, backend: str = "") -> list[str]:
         """PEP 517 through pypa/build, ``python -m build --wheel --no-isolation``: what

@@ -23,8 +23,9 @@ Followed (pytorch/xla master 41398bf, April 2026):
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable
 
-from builder.recipes.base import BAZEL_CACHE_MOUNT, TORCH_CHECKOUT, BuildContext, Recipe, pip_from_local_index
+from builder.recipes.base import BAZEL_CACHE_MOUNT, TORCH_CHECKOUT, BuildContext, Recipe
 
 BAZEL_DISK_CACHE = f"{BAZEL_CACHE_MOUNT}/disk"
 BAZELISK_HOME = f"{BAZEL_CACHE_MOUNT}/bazelisk"
@@ -35,6 +36,12 @@ class XlaRecipe(Recipe):
     project = "torch_xla"
     repo_key = "xla"
     import_name = "torch_xla"
+    builds_against = ("torch",)
+
+    def pins(self, read: Callable[[str], str | None]) -> dict[str, str]:
+        # pytorch/xla's .torch_commit: the torch commit its CI builds against
+        text = read(".torch_commit")
+        return {"torch": text.strip()} if text and text.strip() else {}
 
     @property
     def source_dir(self) -> str:
@@ -98,11 +105,7 @@ class XlaRecipe(Recipe):
         rc = self.bazelrc(ctx)
         if rc:
             lines.append(f'printf %s {shlex.quote(rc)} > "$HOME/.bazelrc"')
-        if ctx.torch_requirement:
-            # --target: works for any uid (the venv belongs to root); setup.py then finds it.
-            lines.append(pip_from_local_index(ctx.torch_requirement, target_home_dir="site"))
-            lines.append('export PYTHONPATH="$HOME/site"')
-        return lines
+        return lines + super().prepare_lines(ctx)
 
     def smoke_code(self) -> str:
         return (

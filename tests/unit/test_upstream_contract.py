@@ -31,7 +31,7 @@ def listed(recipe: str, kind: str) -> set[str]:
 
 def full_context() -> BuildContext:
     # Every optional knob switched on (a version), so every variable a recipe can set shows.
-    return BuildContext(jobs=2, source_date_epoch=1, version="9.9.9", torch_requirement="torch==9.9.9",
+    return BuildContext(jobs=2, source_date_epoch=1, version="9.9.9", against=("torch==9.9.9",),
                         bazel_version="7.4.1", bazel_base_url="http://127.0.0.1:9/bazel")
 
 

@@ -30,8 +30,8 @@ def test_speed_only_values_do_not_change_the_key():
 
     assert key(ctx=replace(CTX, jobs=7)) == key()
     xla = get_recipe("xla")
-    with_remote = replace(CTX, bazel_remote="http://127.0.0.1:9/cache", torch_requirement="torch==1.0")
-    without = replace(CTX, torch_requirement="torch==1.0")
+    with_remote = replace(CTX, bazel_remote="http://127.0.0.1:9/cache", against=("torch==1.0",))
+    without = replace(CTX, against=("torch==1.0",))
     assert key(xla, with_remote) == key(xla, without)
 
 
