@@ -10,8 +10,11 @@ from builder.errors import ConfigError
 from builder.recipes.base import BuildContext, Recipe
 from builder.recipes.torch import TorchRecipe
 from builder.recipes.xla import XlaRecipe
+from builder.settings import register_recipe
 
 RECIPES: dict[str, Recipe] = {"torch": TorchRecipe(), "xla": XlaRecipe()}
+for _recipe in RECIPES.values():  # the config reserves their names and knows their default repositories
+    register_recipe(_recipe.name, _recipe.default_repo)
 
 
 def built_projects() -> frozenset[str]:

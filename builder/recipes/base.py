@@ -6,6 +6,7 @@ import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from builder.errors import ConfigError
 from builder.mounts import BAZEL_CACHE_MOUNT, CCACHE_MOUNT, INDEX_MOUNT, OUT_MOUNT, SOURCE_ROOT, TORCH_CHECKOUT
 
 
@@ -33,7 +34,7 @@ class Recipe:
 
     name: str = ""  # recipe name: --pkg NAME=REF, [repos] NAME, [packages.NAME]
     project: str = ""  # wheel project name
-    repo_key: str = ""  # [repos] key in the config
+    default_repo: str = ""  # git URL of upstream's sources; [repos] NAME overrides it
     import_name: str = ""  # module the smoke check imports
     compiler_launcher: bool = False  # its build honours CMAKE_<LANG>_COMPILER_LAUNCHER (ccache / sccache)
     # recipes whose wheels this build installs (from this run, else the index) and is keyed on;
@@ -41,8 +42,13 @@ class Recipe:
     builds_against: tuple[str, ...] = ()
 
     def repo_url(self, cfg) -> str:  # noqa: ANN001 - Config
-        """The git URL of this package's sources (``[repos]``)."""
-        return getattr(cfg.repos, self.repo_key)
+        """The git URL of this package's sources: ``[repos] NAME`` (builder.toml,
+        BUILDER_REPOS_<NAME>), else upstream's (``default_repo``)."""
+        url = cfg.repos.get(self.name) or self.default_repo
+        if not url:
+            raise ConfigError(f"no repository for {self.name!r}",
+                              f"set [repos] {self.name} = \"<git URL>\" in builder.toml")
+        return url
 
     def pins(self, read: Callable[[str], str | None]) -> dict[str, str]:
         """Refs a commit pins for the packages it builds against, read with ``read(path)``

@@ -20,7 +20,7 @@ from builder.recipes.base import OUT_MOUNT, BuildContext, Recipe
 class TorchRecipe(Recipe):
     name = "torch"
     project = "torch"
-    repo_key = "torch"
+    default_repo = "https://github.com/pytorch/pytorch.git"
     import_name = "torch"
     compiler_launcher = True
 
