@@ -14,17 +14,20 @@ What it sets, and why:
 - MAX_JOBS: cpp_extension's ninja build runs that many compiles. A package that turns
   ninja off (torch-spline-conv: ``BuildExtension.with_options(use_ninja=False)``) compiles
   one file after the other whatever MAX_JOBS says.
-- ccache through its masquerade directory, /usr/lib/ccache first on PATH (Debian's
-  ccache package: gcc, g++, cc, c++ there are links to ccache, which runs the next
-  compiler of that name on PATH). cpp_extension does not build with CMake, so
+- ccache by masquerade: a directory first on PATH whose gcc, g++, cc, c++ are links to
+  ccache (ccache, called by a compiler's name, runs the next compiler of that name on
+  PATH, skipping links to itself). cpp_extension does not build with CMake, so
   CMAKE_<LANG>_COMPILER_LAUNCHER does nothing here; CXX="ccache g++" breaks it (it treats
-  CXX as one program name: shutil.which(CXX) in its compiler check, and the ninja rule
+  CXX as one program name: shutil.which(CXX) in its compiler check, and its ninja rule
   would run ``ccache 'ccache g++'``). torch >= 2.13 prepends ccache itself
   (``_wrap_compiler``), but in the non-ninja path only to ``compiler_so``, which setuptools'
-  distutils no longer uses for C++ sources (``compiler_so_cxx``, setuptools >= 72): measured
-  on torch 2.13.0 + setuptools 80, torch-spline-conv's compiles ran plain ``g++`` with no
-  ccache. The masquerade directory catches both paths (ninja's ``ccache g++`` resolves the
-  link back to the real g++, skipping ccache's own links).
+  distutils no longer uses for C++ sources (``compiler_so_cxx``, setuptools >= 72):
+  measured with torch 2.13.0 + setuptools 80.9, torch-spline-conv's compiles ran plain
+  ``g++`` and ccache counted nothing. The links are made by the build script rather than
+  taken from Debian's /usr/lib/ccache: the toolchain image installs gcc-12/g++-12 with
+  gcc/g++ as alternatives, and update-ccache-symlinks only linked the versioned names
+  there. The masquerade catches both paths (ninja's ``ccache g++`` resolves g++ past the
+  link to the real compiler, so a compile goes through ccache once).
 - SOURCE_DATE_EPOCH: the source's time (the commit's, or the sdist's newest member).
 """
 
@@ -36,7 +39,9 @@ from builder.errors import ConfigError
 from builder.recipes.base import BuildContext, Recipe
 from builder.settings import PackageConfig
 
-CCACHE_MASQUERADE = "/usr/lib/ccache"  # Debian's ccache package: compiler-named links to ccache
+# compiler-named links to ccache, first on PATH (in the build's HOME: any uid can make it)
+CCACHE_MASQUERADE = "$HOME/.ccache-bin"
+MASQUERADED = ("gcc", "g++", "cc", "c++")
 DEFAULT_BUILDS_AGAINST = ("torch",)
 
 
@@ -81,7 +86,9 @@ class ExtensionRecipe(Recipe):
 
     def prepare_lines(self, ctx: BuildContext) -> list[str]:
         # PATH is the image's (its venv first): extended in the script rather than replaced in env
-        return [f'export PATH={CCACHE_MASQUERADE}:"$PATH"', *super().prepare_lines(ctx)]
+        links = " && ".join(f'ln -sf "$(command -v ccache)" "{CCACHE_MASQUERADE}/{name}"' for name in MASQUERADED)
+        return [f'mkdir -p "{CCACHE_MASQUERADE}" && {links}', f'export PATH="{CCACHE_MASQUERADE}:$PATH"',
+                *super().prepare_lines(ctx)]
 
     def smoke_code(self) -> str:
         if self.package.smoke:

@@ -40,11 +40,15 @@ def test_env_has_the_tables_knobs_compilers_jobs_and_time():
     assert "MAX_JOBS" in recipe.unkeyed_env()
 
 
-def test_script_puts_ccaches_masquerade_dir_first_and_installs_what_it_builds_against():
+def test_script_puts_a_ccache_masquerade_dir_first_and_installs_what_it_builds_against():
     recipe = get_recipe("spline", config(spline=SPLINE))
     script = recipe.script(BuildContext(jobs=2, source_date_epoch=1, against=("torch==2.13.0+cpu",)))
     lines = script.splitlines()
-    path = lines.index('export PATH=/usr/lib/ccache:"$PATH"')
+    path = lines.index('export PATH="$HOME/.ccache-bin:$PATH"')
+    links = lines[path - 1]
+    assert links.startswith('mkdir -p "$HOME/.ccache-bin" && ')
+    for name in ("gcc", "g++", "cc", "c++"):
+        assert f'ln -sf "$(command -v ccache)" "$HOME/.ccache-bin/{name}"' in links
     pip = next(i for i, line in enumerate(lines) if "pip install" in line)
     assert path < pip < lines.index("cd /src/spline")
     assert "torch==2.13.0+cpu" in lines[pip] and "PIP_CONFIG_FILE=/dev/null" in lines[pip]
