@@ -31,6 +31,7 @@ from packaging.version import InvalidVersion, Version
 
 from builder.errors import BuildError, ConfigError
 from builder.source.buildreqs import BuildRequirements, read_tree_build_requirements
+from builder.source.mirror import SourceTree
 
 HTTP_TIMEOUT = 60
 MAX_SDIST_BYTES = 1 << 30  # an sdist larger than 1 GiB is not a source archive
@@ -286,3 +287,11 @@ def sdist_time(sdist: Sdist) -> int:
 def sdist_build_requirements(root: Path, sdist: Sdist) -> BuildRequirements:
     """The unpacked sdist's build requirements, read as a commit's are (builder.source.buildreqs)."""
     return read_tree_build_requirements(root, f"{sdist.project}-{sdist.version}")
+
+
+def checkout_sdist(sdist: Sdist, dest: Path) -> SourceTree:
+    """The sdist as a build's source tree, like a commit's checkout (builder.source.mirror):
+    unpacked into ``dest`` (emptied first; a fixed path, as ccache's base_dir wants), the
+    archive's sha256 where a commit has its SHA, its newest member's time as the commit time."""
+    return SourceTree(path=unpack_sdist(sdist, dest), url=sdist.url, sha=sdist.sha256,
+                      commit_time=sdist_time(sdist))

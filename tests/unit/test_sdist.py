@@ -16,9 +16,11 @@ import pytest
 
 from builder.errors import BuildError, ConfigError
 from builder.source import buildreqs
+from builder.source.mirror import SourceTree
 from builder.source.sdist import (
     IndexFile,
     Sdist,
+    checkout_sdist,
     find_sdist,
     resolve_sdist,
     sdist_build_requirements,
@@ -259,3 +261,10 @@ def test_a_truncated_archive_is_one_error(tmp_path):
     path.write_bytes(path.read_bytes()[:100])
     with pytest.raises(BuildError, match="cannot unpack"):
         unpack_sdist(local(path), tmp_path / "src")
+
+
+def test_checkout_gives_a_source_tree_like_a_commits(tmp_path):
+    sdist = local(good_sdist(tmp_path / "torch_spline_conv-1.2.2.tar.gz"))
+    tree = checkout_sdist(sdist, tmp_path / "src" / "spline")
+    assert tree == SourceTree(tmp_path / "src" / "spline" / "torch_spline_conv-1.2.2", sdist.url, sdist.sha256,
+                              1_678_977_120)
