@@ -19,7 +19,7 @@ def built_projects() -> frozenset[str]:
     return frozenset(recipe.project for recipe in RECIPES.values())
 
 
-def get_recipe(name: str) -> Recipe:
+def get_recipe(name: str, cfg=None) -> Recipe:  # noqa: ANN001 - Config: [packages] tables add recipes
     try:
         return RECIPES[name]
     except KeyError:
