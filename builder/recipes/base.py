@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from builder.mounts import BAZEL_CACHE_MOUNT, CCACHE_MOUNT, INDEX_MOUNT, OUT_MOUNT, SOURCE_ROOT, TORCH_CHECKOUT
+from builder.mounts import BAZEL_CACHE_MOUNT, CCACHE_MOUNT, INDEX_MOUNT, OUT_MOUNT, SOURCE_ROOT
 from builder.source.refs import ResolvedRef, is_version, resolve_ref
 
 
@@ -85,6 +85,7 @@ class Recipe:
     version_env: str = ""  # the env var a source build takes an explicit version from
     unpinned_help: str = ""  # set: `--NAME-unpinned`, for packages whose dependents' commits pin it
     nightly: bool = False  # built by `builder nightly` unless --pkg names the set
+    example: str = ""  # a bundled example repo (builder.examples) shaped like upstream: `builder demo` builds it
 
     def repo_url(self, cfg) -> str:  # noqa: ANN001 - Config
         """The git URL of this package's sources (``[repos]``)."""
@@ -225,4 +226,4 @@ def pip_from_local_index(*requirements: str, target_home_dir: str = "") -> str:
 
 
 __all__ = ["BuildContext", "PackageSource", "PlanInputs", "Recipe", "source_of", "CCACHE_MOUNT", "INDEX_MOUNT",
-           "OUT_MOUNT", "BAZEL_CACHE_MOUNT", "TORCH_CHECKOUT", "pip_from_local_index"]
+           "OUT_MOUNT", "BAZEL_CACHE_MOUNT", "SOURCE_ROOT", "pip_from_local_index"]

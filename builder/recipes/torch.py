@@ -34,6 +34,7 @@ class TorchRecipe(Recipe):
     version_env = "PYTORCH_BUILD_VERSION"
     unpinned_help = "Build xla against --torch even where it differs from .torch_commit."
     nightly = True
+    example = "faketorch"
 
     def env(self, ctx: BuildContext) -> dict[str, str]:
         # sccache (its dist client configured by builder.build.dist) when compiles are distributed

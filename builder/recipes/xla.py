@@ -28,7 +28,7 @@ import shlex
 from builder.errors import ConfigError
 from builder.recipes.base import (
     BAZEL_CACHE_MOUNT,
-    TORCH_CHECKOUT,
+    SOURCE_ROOT,
     BuildContext,
     PackageSource,
     PlanInputs,
@@ -40,6 +40,7 @@ from builder.recipes.xla_pairing import check_config, check_pair
 from builder.recipes.xla_pins import plan_pair, torch_source_version, unpinned_xla_version
 from builder.recipes.xla_smoke import is_real_torch_xla, smoke
 
+TORCH_CHECKOUT = f"{SOURCE_ROOT}/pytorch"  # the torch checkout torch_xla builds inside (pytorch/xla's layout)
 BAZEL_DISK_CACHE = f"{BAZEL_CACHE_MOUNT}/disk"
 BAZELISK_HOME = f"{BAZEL_CACHE_MOUNT}/bazelisk"
 
@@ -53,6 +54,7 @@ class XlaRecipe(Recipe):
     flag_help = "torch_xla ref to build, or a prebuilt version."
     version_env = "TORCH_XLA_VERSION"
     nightly = True
+    example = "fakexla"
 
     def check_config(self, cfg) -> None:  # noqa: ANN001 - Config
         check_config(cfg)
@@ -93,7 +95,7 @@ class XlaRecipe(Recipe):
 
     def layout_checkout(self, requirements) -> str:  # noqa: ANN001 - BuildRequirements
         # a Bazel workspace builds inside the torch checkout (WORKSPACE: PYTORCH_LOCAL_DIR "../")
-        return "torch" if requirements.in_torch_checkout else ""
+        return "torch" if requirements.bazel_workspace else ""
 
     def bazel_cache_dirs(self) -> tuple[str, ...]:
         return (BAZEL_DISK_CACHE, BAZELISK_HOME)
