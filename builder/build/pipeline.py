@@ -72,7 +72,8 @@ class RunReport:
 def plan_request(cfg: Config, request: Request, note: Note, engine: Engine | None) -> WheelPlan:
     """Resolve and plan; nothing is built (``--dry-run`` prints this)."""
     resolved = resolve(cfg, request)  # bad refs fail here, before any Docker call
-    return plan_wheels(engine, cfg, resolved, DirectoryIndex(cfg.index_dir), note, request.jobs or cfg.build.jobs)
+    return plan_wheels(engine, cfg, resolved, DirectoryIndex(cfg.index_dir), note, request.jobs or cfg.build.jobs,
+                       locked=bool(request.lock_file))
 
 
 def ensure_prebuilt(cfg: Config, index: DirectoryIndex, recipe: Recipe, version: str, note: Note) -> StepOutcome:
@@ -204,7 +205,8 @@ def run_wheels(cfg: Config, request: Request, note: Note, progress: StepProgress
     reap(engine, cfg, note)
     index = DirectoryIndex(cfg.index_dir)
     requested_jobs = request.jobs or cfg.build.jobs
-    report.plan = plan = plan_wheels(engine, cfg, resolved, index, note, requested_jobs)  # before any container
+    # the plan, before any container runs
+    report.plan = plan = plan_wheels(engine, cfg, resolved, index, note, requested_jobs, locked=lock is not None)
     images: Images = bring_up(engine, cfg, note, build=(
         (lambda e, c, specs, rep, logs, base: build_locked_stages(e, c, lock, specs, rep, logs, base))
         if lock is not None else None))
