@@ -19,7 +19,7 @@ from builder.build.caches import (
     build_user,
     check_disk,
     give_tree_to,
-    package_lock,
+    one_run_per_package,
     prepare_bazel_cache,
     prepare_ccache,
     record_last_build,
@@ -113,7 +113,7 @@ def build_package(engine: Engine, cfg: Config, index: DirectoryIndex, planned: P
                   progress: StepProgress | None = None) -> StepOutcome:
     """Reuse the wheel whose key is in the index, else check out and compile (one run per
     package and data dir at a time)."""
-    with package_lock(cfg, planned.name, note):
+    with one_run_per_package(cfg, planned.name, note):
         return _build_package(engine, cfg, index, planned, plan, setting, against, note, provenance, progress)
 
 

@@ -128,12 +128,9 @@ def request_of(options: dict, pkg: list[str], jobs: int, smoke: bool, force_smok
         unpinned = unpinned or bool(options.get(f"{recipe.name}_unpinned"))
         if spec is not None or repo or version:
             packages.append(PackageRequest(recipe.name, spec, repo, version))
-    requested = merge(packages)
     # a repo or version alone names no package to build: it applies if the graph pulls it in
-    named = tuple(p for p in requested if p.spec is not None or any(p.name == q.name for q in packages if q.spec))
-    extra = tuple(p for p in requested if p not in named)
-    return Request(packages=named + extra if named else (), jobs=jobs, smoke=smoke, force_smoke=force_smoke,
-                   lock_file=lock_file, unpinned=unpinned)
+    return Request(packages=merge(packages), jobs=jobs, smoke=smoke, force_smoke=force_smoke, lock_file=lock_file,
+                   unpinned=unpinned)
 
 
 def print_plan(plan: WheelPlan, as_json: bool, bazelisk: str = "", bazel_url: str = "") -> None:

@@ -101,3 +101,13 @@ def test_two_decisions_for_one_dependency_conflict(recipes):
 def test_nothing_requested():
     with pytest.raises(ConfigError, match="nothing to build"):
         resolve(Config(), Request())
+    with pytest.raises(ConfigError, match="nothing to build"):  # a repo alone names nothing to build
+        resolve(Config(), Request((PackageRequest("leaf", None, repo="file:///elsewhere"),)))
+
+
+def test_settings_of_an_unnamed_package_apply_when_the_graph_pulls_it_in(recipes):
+    request = Request((PackageRequest("ext", "main"), PackageRequest("leaf", "dev", version="9.9"),
+                       PackageRequest("pinning", None, repo="file:///other")))
+    resolved = resolve(Config(), request)
+    assert [s.name for s in resolved.sources] == ["leaf", "ext"]  # pinning: settings only
+    assert resolved.inputs.versions == {"leaf": "9.9"} and resolved.inputs.repo_url("pinning") == "file:///other"
