@@ -38,9 +38,9 @@ class BuildRequirements:
     requirements: tuple[str, ...]  # sorted, de-duplicated, each a valid PEP 508 requirement
     sources: tuple[str, ...]  # the files they came from, for messages and provenance
     bazel_version: str = ""  # the commit's .bazelversion (pytorch/xla): bazelisk runs this Bazel
-    # a Bazel WORKSPACE: the source builds inside a torch checkout (pytorch/xla's layout,
-    # PYTORCH_LOCAL_DIR = "../"); a plain torch extension (cpp_extension) does not
-    in_torch_checkout: bool = False
+    # the commit has a Bazel WORKSPACE (its recipe may then build it inside another
+    # package's checkout: pytorch/xla's PYTORCH_LOCAL_DIR = "../")
+    bazel_workspace: bool = False
 
 
 def parse_requirements_file(text: str, where: str) -> list[str]:

@@ -194,7 +194,7 @@ def test_build_requirements_of_the_unpacked_tree_use_the_commit_parser(tmp_path)
     assert reqs == buildreqs.build_requirements(
         lambda name: (root / name).read_text() if (root / name).is_file() else None, "p-1.0")
     assert reqs.backend == "setuptools.build_meta" and reqs.requirements == ("setuptools>=64", "torch")
-    assert reqs.sources == ("pyproject.toml",) and not reqs.in_torch_checkout
+    assert reqs.sources == ("pyproject.toml",) and not reqs.bazel_workspace
     (root / "pyproject.toml").unlink()
     legacy = sdist_build_requirements(root, sdist)  # setup.py only: PEP 517's legacy default
     assert legacy.backend == buildreqs.LEGACY_BACKEND and legacy.requirements == ("setuptools>=40.8.0",)
