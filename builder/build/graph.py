@@ -15,10 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from builder import validate
+from builder.build.sources import resolve_source
 from builder.config import Config
 from builder.errors import ConfigError
 from builder.recipes import get_recipe
-from builder.recipes.base import PackageSource, PlanInputs, source_of
+from builder.recipes.base import PackageSource, PlanInputs
 from builder.source.refs import is_version
 
 PKG_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")
@@ -142,7 +143,7 @@ def resolve(cfg: Config, request: Request) -> Resolved:
                 users = [n for n in order if name in get_recipe(n, cfg).builds_against]
                 raise ConfigError(f"{', '.join(users)} builds against {name}, which nothing names",
                                   f"name it with --pkg {name}=REF (or a prebuilt {name} version)")
-            sources[name] = source_of(name, spec, inputs.repo_url(name))
+            sources[name] = resolve_source(cfg, recipe, spec, lambda name=name: inputs.repo_url(name))
         for dependency, source in recipe.plan_against(sources[name], inputs).items():
             if dependency in sources and sources[dependency] != source:
                 raise ConfigError(f"{name} builds against {dependency} {source.describe()}, but "

@@ -28,6 +28,7 @@ from builder.build.graph import Request, resolve
 from builder.build.progress import StepProgress
 from builder.build.resources import choose_jobs
 from builder.build.smoke import run_smokes
+from builder.build.sources import check_out
 from builder.build.trace import write_trace
 from builder.build.wheelplan import (
     AFTER,
@@ -51,7 +52,6 @@ from builder.recipes import built_projects, get_recipe
 from builder.recipes.base import Recipe
 from builder.repro.manifest import PROVENANCE_TOOLS, ImageRef, Provenance
 from builder.source.buildreqs import BuildRequirements, missing_module_hint
-from builder.source.mirror import checkout, update_mirror
 from builder.stages.images import Images, StageResult, bring_up, build_stages, compiler_banners
 from builder.stages.plan import deps_stage
 
@@ -133,9 +133,8 @@ def _build_package(engine: Engine, cfg: Config, index: DirectoryIndex, planned: 
     mounts = prepare_ccache(engine, cfg, setting.deps.tag, index.root,
                             prepare_bazel_cache(engine, cfg, setting.deps.tag if recipe.bazel_cache_dirs() else "",
                                                 recipe.bazel_cache_dirs()))
-    note(f"{recipe.project}: {ref.ref} = {ref.sha[:12]}, checking out ...")
-    mirror = update_mirror(Path(cfg.data_dir) / "mirrors", ref.url, ref.sha)
-    tree = checkout(mirror, ref.url, ref.sha, Path(cfg.data_dir) / "src" / recipe.name)
+    note(f"{recipe.project}: {planned.source.describe()}, checking out ...")
+    tree = check_out(cfg, recipe, planned.source)
     checkout_tree = None
     if inputs.checkout:
         host = next(a for a in against if a.name == inputs.checkout)
@@ -240,7 +239,7 @@ def run_wheels(cfg: Config, request: Request, note: Note, progress: StepProgress
                  "its manifest); replaced it with the rebuilt wheel")
         if planned.source.ref is not None:  # a built wheel's run-time dependencies, into the index
             note(f"{recipe.project}: "
-                 f"{fetch_dependencies(cfg, index, [outcome.filename], note, own_projects=built_projects())}")
+                 f"{fetch_dependencies(cfg, index, [outcome.filename], note, own_projects=built_projects(cfg))}")
         report.steps.append(outcome)
         outcomes[planned.name] = outcome
     if request.smoke:

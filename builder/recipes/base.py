@@ -10,6 +10,7 @@ from pathlib import Path
 from builder.errors import ConfigError
 from builder.mounts import BAZEL_CACHE_MOUNT, CCACHE_MOUNT, INDEX_MOUNT, OUT_MOUNT, SOURCE_ROOT
 from builder.source.refs import ResolvedRef, is_version, resolve_ref
+from builder.source.sdist import Sdist
 
 
 @dataclass(frozen=True)
@@ -20,8 +21,12 @@ class PackageSource:
     name: str  # recipe name
     ref: ResolvedRef | None = None
     version: str = ""
+    # built from a package index's sdist (``ref``: its URL, the version, its sha256 for the SHA)
+    sdist: Sdist | None = None
 
     def describe(self) -> str:
+        if self.sdist is not None:
+            return f"sdist {self.sdist.project} {self.sdist.version} (sha256 {self.sdist.sha256[:12]})"
         return f"prebuilt {self.version}" if self.ref is None else f"{self.ref.ref} = {self.ref.sha[:12]}"
 
 
@@ -76,6 +81,8 @@ class Recipe:
     name: str = ""  # recipe name: --pkg NAME=REF, [repos] NAME, [packages.NAME]
     project: str = ""  # wheel project name
     default_repo: str = ""  # git URL of upstream's sources; [repos] NAME overrides it
+    sdist: str = ""  # set: the source is this PyPI project's sdist (--pkg NAME=VERSION), not a git repository
+    build_requires: tuple[str, ...] = ()  # build requirements besides the source's own
     import_name: str = ""  # module the smoke check imports
     compiler_launcher: bool = False  # its build honours CMAKE_<LANG>_COMPILER_LAUNCHER (ccache / sccache)
     # recipes whose wheels this build installs (from this run, else the index) and is keyed on;

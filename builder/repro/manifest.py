@@ -164,8 +164,11 @@ def _image_digest(image_id: str) -> dict[str, str]:
 
 def _materials(step: StepRecord, prov: Provenance) -> list[dict[str, Any]]:
     url = redact_url(step.source_url)
+    # a git commit (40 hex), or an sdist from a package index: its URL and sha256 (64 hex)
+    sdist = len(step.source_sha) == 64
     materials: list[dict[str, Any]] = [{
-        "name": "source", "uri": f"git+{url}@{step.source_sha}", "digest": {"gitCommit": step.source_sha},
+        "name": "source", "uri": url if sdist else f"git+{url}@{step.source_sha}",
+        "digest": {"sha256" if sdist else "gitCommit": step.source_sha},
         "annotations": {"ref": prov.ref, "commitTime": step.commit_time},
     }]
     for path, sha in sorted(step.submodules.items()):

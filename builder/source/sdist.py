@@ -30,7 +30,13 @@ from packaging.utils import InvalidSdistFilename, canonicalize_name, parse_sdist
 from packaging.version import InvalidVersion, Version
 
 from builder.errors import BuildError, ConfigError
-from builder.source.buildreqs import BuildRequirements, read_tree_build_requirements
+from builder.source.buildreqs import (
+    BAZEL_VERSION_FILE,
+    PYPROJECT,
+    REQUIREMENTS_FILE,
+    BuildRequirements,
+    build_requirements,
+)
 from builder.source.mirror import SourceTree
 
 HTTP_TIMEOUT = 60
@@ -284,9 +290,35 @@ def sdist_time(sdist: Sdist) -> int:
     return max(times)
 
 
-def sdist_build_requirements(root: Path, sdist: Sdist) -> BuildRequirements:
-    """The unpacked sdist's build requirements, read as a commit's are (builder.source.buildreqs)."""
-    return read_tree_build_requirements(root, f"{sdist.project}-{sdist.version}")
+def sdist_build_requirements(sdist: Sdist) -> BuildRequirements:
+    """The sdist's build requirements, read from the archive without unpacking it (planning
+    touches no work tree), by the parser that reads a commit's (builder.source.buildreqs)."""
+    files = _root_files(sdist)
+    return build_requirements(files.get, f"{sdist.project}-{sdist.version}")
+
+
+def _root_files(sdist: Sdist) -> dict[str, str]:
+    """The regular files at the project root of the archive (its one top-level directory),
+    as text, by name: where pyproject.toml and requirements-build.txt live."""
+    out: dict[str, str] = {}
+    if sdist.path.name.endswith(".zip"):
+        with zipfile.ZipFile(sdist.path) as archive:
+            names = [i.filename for i in archive.infolist() if not i.is_dir()]
+            read = lambda name: archive.read(name)  # noqa: E731
+            out = _pick_root(names, read)
+    else:
+        with tarfile.open(sdist.path) as archive:
+            members = {m.name: m for m in archive.getmembers() if m.isfile()}
+            out = _pick_root(list(members), lambda name: archive.extractfile(members[name]).read())  # type: ignore[union-attr]
+    return out
+
+
+def _pick_root(names: list[str], read) -> dict[str, str]:  # noqa: ANN001 - name -> bytes
+    tops = {n.split("/", 1)[0] for n in names}
+    prefix = f"{tops.pop()}/" if len(tops) == 1 and all("/" in n for n in names) else ""
+    wanted = (REQUIREMENTS_FILE, PYPROJECT, BAZEL_VERSION_FILE, "WORKSPACE")
+    return {name: read(prefix + name)[:1 << 20].decode("utf-8", errors="replace")
+            for name in wanted if prefix + name in names}
 
 
 def checkout_sdist(sdist: Sdist, dest: Path) -> SourceTree:

@@ -155,3 +155,12 @@ def test_rebuild_spec_reads_what_verify_needs(manifest):
     assert spec.env["USE_CUDA"] == "0" and "BUILDER_TEST_TOKEN" in spec.redacted_env
     with pytest.raises(ManifestError, match="not a provenance statement"):
         rebuild_spec({"build_key": "abc"})
+
+
+def test_an_sdist_source_is_its_url_and_sha256():
+    sdist_sha = "e" * 64
+    url = "https://files.pythonhosted.org/packages/a0/50/torch_spline_conv-1.2.2.tar.gz"
+    manifest = build_manifest(record(source_sha=sdist_sha, source_url=url, submodules={}), PROV, ENVIRON)
+    source = manifest["predicate"]["buildDefinition"]["resolvedDependencies"][0]
+    assert (source["name"], source["uri"], source["digest"]) == ("source", url, {"sha256": sdist_sha})
+    assert schema_errors(manifest) == []

@@ -187,20 +187,24 @@ def test_unpack_returns_the_root_and_cleans_dest_first(tmp_path):
     assert sdist_time(sdist) == 1_678_977_120  # the newest member
 
 
-def test_build_requirements_of_the_unpacked_tree_use_the_commit_parser(tmp_path):
+def test_build_requirements_are_read_from_the_archive_with_the_commit_parser(tmp_path):
     sdist = local(good_sdist(tmp_path / "torch_spline_conv-1.2.2.tar.gz"))
+    reqs = sdist_build_requirements(sdist)
     root = unpack_sdist(sdist, tmp_path / "src")
-    reqs = sdist_build_requirements(root, sdist)
-    assert reqs == buildreqs.build_requirements(
-        lambda name: (root / name).read_text() if (root / name).is_file() else None, "p-1.0")
+    assert reqs == buildreqs.read_tree_build_requirements(root, "p-1.0")  # the same parser, the same answer
     assert reqs.backend == "setuptools.build_meta" and reqs.requirements == ("setuptools>=64", "torch")
     assert reqs.sources == ("pyproject.toml",) and not reqs.bazel_workspace
-    (root / "pyproject.toml").unlink()
-    legacy = sdist_build_requirements(root, sdist)  # setup.py only: PEP 517's legacy default
-    assert legacy.backend == buildreqs.LEGACY_BACKEND and legacy.requirements == ("setuptools>=40.8.0",)
-    (root / "requirements-build.txt").write_text("--index-url http://evil\n")
+    legacy = local(make_tar(tmp_path / "q-1.0.tar.gz", [(entry("q-1.0/setup.py"), b"setup()\n")]))
+    assert sdist_build_requirements(legacy).backend == buildreqs.LEGACY_BACKEND  # setup.py only: PEP 517's default
+    assert sdist_build_requirements(legacy).requirements == ("setuptools>=40.8.0",)
+    hostile = local(make_tar(tmp_path / "r-1.0.tar.gz", [(entry("r-1.0/requirements-build.txt"),
+                                                         b"--index-url http://evil\n")]))
     with pytest.raises(BuildError, match="pip option"):
-        sdist_build_requirements(root, sdist)
+        sdist_build_requirements(hostile)
+    flat = tmp_path / "s-1.0.zip"
+    with zipfile.ZipFile(flat, "w") as archive:
+        archive.writestr("s-1.0/pyproject.toml", PYPROJECT.decode())
+    assert sdist_build_requirements(local(flat)).requirements == ("setuptools>=64", "torch")
 
 
 def test_a_linked_requirements_file_is_not_followed_out_of_the_tree(tmp_path):

@@ -20,8 +20,8 @@ INPUTS = PlanInputs(specs={}, repo_url=lambda name: f"file:///{name}", mirrors=N
 def test_plan_without_docker(tmp_path, monkeypatch):
     index = DirectoryIndex(tmp_path / "index")
     index.add(make_wheel(tmp_path, "torch", "2.13.0", tag="cp311-cp311-linux_x86_64"))
-    monkeypatch.setattr("builder.build.wheelplan.commit_requirements",
-                        lambda cfg, ref, label: BuildRequirements("setuptools.build_meta", ("setuptools",), ()))
+    monkeypatch.setattr("builder.build.wheelplan.source_requirements",
+                        lambda cfg, recipe, source: BuildRequirements("setuptools.build_meta", ("setuptools",), ()))
     cfg = Config(data_dir=str(tmp_path))
     resolved = Resolved((PackageSource("torch", version="2.13.0"),
                          PackageSource("xla", ref=ResolvedRef("file:///xla", "main", "a" * 40))), INPUTS)

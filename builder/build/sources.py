@@ -1,0 +1,70 @@
+"""Where a package's source comes from: a git commit (a mirror and a checkout) or a
+package index's sdist (a verified download and an unpacked tree). The graph resolves
+through ``resolve_source``, the plan reads ``source_requirements`` and ``source_time``,
+the build calls ``check_out``; nothing else needs to know which kind a source is.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+from builder.config import Config
+from builder.errors import ConfigError
+from builder.recipes.base import PackageSource, Recipe, source_of
+from builder.source.buildreqs import BuildRequirements, merge, read_build_requirements
+from builder.source.mirror import SourceTree, checkout, commit_time, update_mirror
+from builder.source.refs import ResolvedRef, is_version
+from builder.source.sdist import checkout_sdist, resolve_sdist, sdist_build_requirements, sdist_time
+
+
+def sdist_cache(cfg: Config) -> Path:
+    """Verified sdists, by sha256: beside the prebuilt downloads (``[prebuilt] download_cache``)."""
+    base = Path(cfg.prebuilt.download_cache) if cfg.prebuilt.download_cache else Path(cfg.data_dir) / "downloads"
+    return base / "sdists"
+
+
+def resolve_source(cfg: Config, recipe: Recipe, spec: str, repo_url: Callable[[], str]) -> PackageSource:
+    """The source ``spec`` names for ``recipe``: an sdist recipe's version is found in
+    ``[prebuilt] index_url`` (downloaded once, checked); otherwise a version is a prebuilt
+    wheel and anything else a git ref in ``repo_url()``."""
+    if not recipe.sdist:
+        return source_of(recipe.name, spec, repo_url())
+    if not is_version(spec):
+        raise ConfigError(f"--pkg {recipe.name}={spec}: [packages.{recipe.name}] builds the sdist of {recipe.sdist}, "
+                          "which is named by a version", f"write --pkg {recipe.name}=VERSION, e.g. {recipe.name}=1.2.2")
+    sdist = resolve_sdist(recipe.sdist, spec, cfg.prebuilt.index_url, sdist_cache(cfg))
+    return PackageSource(recipe.name, ref=ResolvedRef(sdist.url, spec, sdist.sha256), sdist=sdist)
+
+
+def source_requirements(cfg: Config, recipe: Recipe, source: PackageSource) -> BuildRequirements:
+    """What the source says it needs to build (a commit's files, read in its mirror; an
+    sdist's, read in the archive) plus the recipe's own ``build_requires``."""
+    assert source.ref is not None
+    if source.sdist is not None:
+        found = sdist_build_requirements(source.sdist)
+    else:
+        mirror = update_mirror(Path(cfg.data_dir) / "mirrors", source.ref.url, source.ref.sha)
+        found = read_build_requirements(mirror, source.ref.sha, source.name)
+    if not recipe.build_requires:
+        return found
+    return BuildRequirements(found.backend, merge(list(found.requirements), list(recipe.build_requires)),
+                             (*found.sources, "builder.toml"), found.bazel_version, found.bazel_workspace)
+
+
+def source_time(cfg: Config, source: PackageSource) -> int:
+    """SOURCE_DATE_EPOCH of a build of ``source``: the commit's time, or the sdist's newest member's."""
+    assert source.ref is not None
+    if source.sdist is not None:
+        return sdist_time(source.sdist)
+    return commit_time(update_mirror(Path(cfg.data_dir) / "mirrors", source.ref.url, source.ref.sha), source.ref.sha)
+
+
+def check_out(cfg: Config, recipe: Recipe, source: PackageSource) -> SourceTree:
+    """The source as a work tree at ``<data_dir>/src/<recipe>`` (a fixed path, cleaned)."""
+    assert source.ref is not None
+    dest = Path(cfg.data_dir) / "src" / recipe.name
+    if source.sdist is not None:
+        return checkout_sdist(source.sdist, dest)
+    mirror = update_mirror(Path(cfg.data_dir) / "mirrors", source.ref.url, source.ref.sha)
+    return checkout(mirror, source.ref.url, source.ref.sha, dest)
