@@ -15,7 +15,7 @@ from builder.recipes.base import PackageSource, Recipe, source_of
 from builder.source.buildreqs import BuildRequirements, merge, read_build_requirements
 from builder.source.mirror import SourceTree, checkout, commit_time, update_mirror
 from builder.source.refs import ResolvedRef, is_version
-from builder.source.sdist import checkout_sdist, resolve_sdist, sdist_build_requirements, sdist_time
+from builder.source.sdist import checkout_sdist, fetch_sdist, resolve_sdist, sdist_build_requirements, sdist_time
 
 
 def sdist_cache(cfg: Config) -> Path:
@@ -60,10 +60,20 @@ def source_time(cfg: Config, source: PackageSource) -> int:
     return commit_time(update_mirror(Path(cfg.data_dir) / "mirrors", source.ref.url, source.ref.sha), source.ref.sha)
 
 
-def check_out(cfg: Config, recipe: Recipe, source: PackageSource) -> SourceTree:
-    """The source as a work tree at ``<data_dir>/src/<recipe>`` (a fixed path, cleaned)."""
+def recorded_source(cfg: Config, recipe: Recipe, url: str, sha: str) -> PackageSource:
+    """The source a manifest records (``builder verify``): an sdist recipe's URL and sha256
+    (fetched again if the cache lost it), else a git URL and commit."""
+    if recipe.sdist and len(sha) == 64:
+        sdist = fetch_sdist(url, sha, sdist_cache(cfg))
+        return PackageSource(recipe.name, ref=ResolvedRef(url, sdist.version, sha), sdist=sdist)
+    return PackageSource(recipe.name, ref=ResolvedRef(url, sha, sha))
+
+
+def check_out(cfg: Config, recipe: Recipe, source: PackageSource, dest: Path | None = None) -> SourceTree:
+    """The source as a work tree at ``dest`` (default ``<data_dir>/src/<recipe>``: a fixed
+    path), cleaned first."""
     assert source.ref is not None
-    dest = Path(cfg.data_dir) / "src" / recipe.name
+    dest = dest or Path(cfg.data_dir) / "src" / recipe.name
     if source.sdist is not None:
         return checkout_sdist(source.sdist, dest)
     mirror = update_mirror(Path(cfg.data_dir) / "mirrors", source.ref.url, source.ref.sha)

@@ -25,6 +25,7 @@ from pathlib import Path
 from packaging.utils import canonicalize_name
 
 from builder.build.resources import choose_jobs
+from builder.build.sources import check_out, recorded_source, source_requirements
 from builder.build.wheelstep import container_env, keyed_env, run_step, wheel_key
 from builder.config import Config
 from builder.engine import Engine
@@ -33,8 +34,6 @@ from builder.index.directory import DirectoryIndex
 from builder.index.wheelmeta import CHUNK
 from builder.recipes import BuildContext, get_recipe
 from builder.repro.manifest import Provenance, RebuildSpec, rebuild_spec
-from builder.source.buildreqs import read_build_requirements
-from builder.source.mirror import checkout, update_mirror
 
 Note = Callable[[str], None]
 DIFFOSCOPE_LINES = 80
@@ -168,8 +167,8 @@ def verify_wheel(engine: Engine, cfg: Config, index: DirectoryIndex, wheel: str,
         raise VerifyError(f"the build image {spec.image_tag} ({spec.image_id[:19]}) is no longer present",
                           "rebuild the stage images with `builder wheels --locked` (same packages) first")
     recipe = get_recipe(spec.recipe, cfg)
-    mirror = update_mirror(Path(cfg.data_dir) / "mirrors", spec.source_url, spec.source_sha)
-    requirements = read_build_requirements(mirror, spec.source_sha, spec.source_url)
+    source = recorded_source(cfg, recipe, spec.source_url, spec.source_sha)  # a commit, or an sdist
+    requirements = source_requirements(cfg, recipe, source)  # as the build read them (with the recipe's own)
     ctx = replace(_context(spec, choose_jobs(jobs or cfg.build.jobs, cfg.build.memory_per_job_gib)),
                   backend=requirements.backend, bazel_version=requirements.bazel_version,
                   bazel_base_url=cfg.bazel.base_url)
@@ -199,7 +198,7 @@ def verify_wheel(engine: Engine, cfg: Config, index: DirectoryIndex, wheel: str,
         engine.ensure_volume(f"{volume}-bazel")
         mounts = prepare_ccache(engine, fresh, spec.image_tag, scratch_index.root, f"{volume}-bazel")
         note(f"{wheel}: checking out {spec.source_sha[:12]} into {scratch} ...")
-        tree = checkout(mirror, spec.source_url, spec.source_sha, scratch / "src" / recipe.name)
+        tree = check_out(cfg, recipe, source, scratch / "src" / recipe.name)
         checkout_tree = None
         if spec.checkout_sha:  # built inside another package's checkout (xla in torch's): assembled again
             host = get_recipe(spec.checkout_recipe, cfg)

@@ -154,6 +154,22 @@ def resolve_sdist(project: str, version: str, index_url: str, cache_dir: Path) -
     return Sdist(project, version, found.url, found.sha256, path)
 
 
+def fetch_sdist(url: str, sha256: str, cache_dir: Path) -> Sdist:
+    """The sdist a build recorded (its URL and sha256: a manifest's source), from the cache
+    or downloaded again and checked; project and version come from its file name."""
+    filename = posixpath.basename(urlparse(url).path)
+    try:
+        name, version = parse_sdist_filename(filename)
+    except (InvalidSdistFilename, InvalidVersion):
+        raise BuildError(f"{url} does not name an sdist (name-version.tar.gz)") from None
+    if not _SHA256.match(sha256):
+        raise BuildError(f"{sha256!r} is not a sha256 (the recorded hash of {filename})")
+    path = cache_dir / sha256 / filename
+    if not (path.is_file() and _file_sha256(path) == sha256):
+        _download(IndexFile(filename, url, sha256), path)
+    return Sdist(str(name), str(version), url, sha256, path)
+
+
 def _version_of(filename: str) -> str:
     try:
         return str(parse_sdist_filename(filename)[1])

@@ -21,6 +21,7 @@ from builder.source.sdist import (
     IndexFile,
     Sdist,
     checkout_sdist,
+    fetch_sdist,
     find_sdist,
     resolve_sdist,
     sdist_build_requirements,
@@ -272,3 +273,17 @@ def test_checkout_gives_a_source_tree_like_a_commits(tmp_path):
     tree = checkout_sdist(sdist, tmp_path / "src" / "spline")
     assert tree == SourceTree(tmp_path / "src" / "spline" / "torch_spline_conv-1.2.2", sdist.url, sdist.sha256,
                               1_678_977_120)
+
+
+def test_fetch_a_recorded_sdist_by_url_and_hash(index, tmp_path):
+    archive = good_sdist(tmp_path / "torch_spline_conv-1.2.2.tar.gz")
+    index.publish("torch-spline-conv", archive)
+    url, digest, cache = index.url + "torch-spline-conv/" + archive.name, sha256(archive), tmp_path / "cache"
+    found = fetch_sdist(url, digest, cache)
+    assert (found.project, found.version, found.path) == ("torch-spline-conv", "1.2.2", cache / digest / archive.name)
+    assert fetch_sdist(url, digest, cache) == found
+    assert index.hits["/simple/torch-spline-conv/" + archive.name] == 1  # the second came from the cache
+    with pytest.raises(BuildError, match="the index says"):
+        fetch_sdist(url, "0" * 64, cache)
+    with pytest.raises(BuildError, match="does not name an sdist"):
+        fetch_sdist(index.url + "x/notes.txt", digest, cache)

@@ -76,3 +76,17 @@ def test_graph_and_plan_take_an_sdist_package(tmp_path, served):
     assert spline.requirements is not None and "wheel" in spline.requirements.requirements
     with pytest.raises(ConfigError, match="spline builds against torch, which nothing names"):
         resolve(cfg, Request(packages=(PackageRequest("spline", "1.2.2"),)))
+
+
+def test_a_recorded_source_is_an_sdist_or_a_commit(tmp_path, served):
+    from builder.build.sources import recorded_source
+
+    cfg = config(tmp_path, served)
+    digest = sha256(served.archive)
+    url = served.url + "torch-spline-conv/" + served.archive.name
+    source = recorded_source(cfg, get_recipe("spline", cfg), url, digest)
+    assert source.sdist is not None and (source.ref.ref, source.ref.sha) == ("1.2.2", digest)  # type: ignore[union-attr]
+    tree = check_out(cfg, get_recipe("spline", cfg), source, tmp_path / "scratch" / "spline")
+    assert tree.path == tmp_path / "scratch" / "spline" / "torch_spline_conv-1.2.2"
+    git = recorded_source(cfg, get_recipe("torch"), "file:///srv/torch", "a" * 40)
+    assert git.sdist is None and git.ref.sha == "a" * 40  # type: ignore[union-attr]
