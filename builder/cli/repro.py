@@ -47,7 +47,7 @@ def lock_cmd(
             raise ConfigError(f"--{source.name} {source.version} is a version: lock a git ref (a prebuilt wheel is "
                               "pinned by the index)")
         sources[source.name] = SourceLock(redact_url(source.ref.url), source.ref.ref, source.ref.sha)
-        refs[source.name] = source.ref
+        refs[source.name] = source
     engine = Engine()
     specs = image_stages(cfg)
     images = bring_up(engine, cfg, _note, specs)
@@ -55,11 +55,12 @@ def lock_cmd(
     _note("reading installed packages and hashing pip requirements ...")
     lock = make_lock(engine, cfg, base_id, stages, sources, specs)
     deps = {}
-    for name in sources:  # each source's build requirements, from its commit
+    for name in sources:  # each source's build requirements, from its commit (or sdist), as the build reads them
         from builder.build.pipeline import prepare_deps
-        from builder.build.wheelplan import commit_requirements
+        from builder.build.sources import source_requirements
+        from builder.recipes import get_recipe
 
-        requirements = commit_requirements(cfg, refs[name], name)
+        requirements = source_requirements(cfg, get_recipe(name, cfg), refs[name])
         stage = prepare_deps(engine, cfg, requirements, stages[-1], _note, name)
         spec = deps_stage(cfg, requirements.requirements, requirements.sources, requirements.bazel_version)
         deps[name] = make_deps_lock(engine, cfg, spec, stage, lock.stages[stages[-1].name].pip)
