@@ -21,8 +21,8 @@ from packaging.version import Version
 
 from builder.config import Config
 from builder.errors import BuilderError, BuildError
-from builder.source.refs import git_env, resolve_ref
 from builder.source.mirror import update_mirror
+from builder.source.refs import git_env, resolve_ref
 
 EXIT_BUILT = 0
 EXIT_FAILED = 1
