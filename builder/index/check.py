@@ -16,7 +16,7 @@ from pathlib import Path
 
 from builder.errors import BuilderError
 from builder.index.directory import MANIFEST_SUFFIX, DirectoryIndex, manifest_sha256
-from builder.index.wheelmeta import inspect_wheel, parse_filename, sha256_file
+from builder.index.wheelmeta import inspect_wheel, parse_filename, read_digests
 
 CORRUPT_DIR = "corrupt"  # under the index root, outside files/ and simple/: never served
 
@@ -84,7 +84,7 @@ def check_index(index: DirectoryIndex, repair: bool = False) -> CheckReport:
 def _corruption(index: DirectoryIndex, path: Path, page_sha: str | None) -> str | None:
     try:
         parse_filename(path.name)
-        actual = sha256_file(path)
+        actual = read_digests(path)["sha256"]
         inspect_wheel(path, sha256=actual)
     except BuilderError as exc:
         return f"unreadable ({exc})"

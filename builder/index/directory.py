@@ -20,7 +20,6 @@ so two builds adding different wheels at once both end up listed.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import html
 import json
 import os
@@ -36,8 +35,9 @@ from filelock import FileLock, Timeout
 from packaging.version import InvalidVersion, Version
 
 from builder.errors import BuilderError, IndexError_, ValidationError
+from builder.files import copy_to_temp
 from builder.index.wheelcheck import check_wheel_contents
-from builder.index.wheelmeta import CHUNK, WheelInfo, inspect_wheel, normalize_name, parse_filename, read_metadata
+from builder.index.wheelmeta import WheelInfo, inspect_wheel, normalize_name, parse_filename, read_metadata
 
 MANIFEST_SUFFIX = ".manifest.json"
 _TMP_PREFIX = ".tmp-"  # leading dot: pypiserver and listings skip it
@@ -268,23 +268,11 @@ class DirectoryIndex:
             lock.release()
 
     def _copy_to_temp(self, src: Path, filename: str) -> tuple[Path, str]:
-        fd, name = tempfile.mkstemp(prefix=f"{_TMP_PREFIX}{filename}.", suffix=".part", dir=self.files_dir)
-        tmp = Path(name)
-        digest = hashlib.sha256()
+        """The wheel copied beside its final name, hashed on the way; renamed later, under the mutex."""
         try:
-            with os.fdopen(fd, "wb") as out, open(src, "rb") as inp:
-                while chunk := inp.read(CHUNK):
-                    digest.update(chunk)
-                    out.write(chunk)
-                out.flush()
-                os.fsync(out.fileno())
-            os.chmod(tmp, 0o644)
-        except BaseException as exc:
-            tmp.unlink(missing_ok=True)
-            if isinstance(exc, OSError):
-                raise IndexError_(f"cannot copy {src} into {self.files_dir}: {exc.strerror or exc}") from None
-            raise
-        return tmp, digest.hexdigest()
+            return copy_to_temp(src, self.files_dir / filename, mode=0o644)
+        except OSError as exc:
+            raise IndexError_(f"cannot copy {src} into {self.files_dir}: {exc.strerror or exc}") from None
 
     def _record_path(self, filename: str) -> Path:
         return self._meta_dir / f"{filename}.json"

@@ -44,10 +44,10 @@ from urllib.parse import unquote, urlparse
 
 from builder import validate
 from builder.errors import BuildError, ValidationError
+from builder.files import CHUNK, sha256_file
 from builder.index.directory import AddResult, DirectoryIndex
 from builder.interpreter import Interpreter, interpreter
 
-CHUNK = 1024 * 1024
 PARALLEL_DOWNLOADS = 4
 DOWNLOAD_RETRIES = 3
 
@@ -219,14 +219,6 @@ def _write_record(path: Path, sha256: str, url: str) -> None:
     os.replace(tmp, path.with_name(path.name + ".sha256"))
 
 
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        while chunk := fh.read(CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def cached_sha256(path: Path) -> str | None:
     """The sha256 of a file in the download cache (from its record when still valid)."""
     if not path.is_file():
@@ -234,7 +226,7 @@ def cached_sha256(path: Path) -> str | None:
     record = _read_record(path)
     if record and cache_record_valid(path, record):
         return str(record["sha256"])
-    digest = file_sha256(path)
+    digest = sha256_file(path)
     _write_record(path, digest, record.get("url", ""))
     return digest
 

@@ -28,7 +28,8 @@ import requests
 
 from builder import __version__, validate
 from builder.errors import UploadError, ValidationError
-from builder.index.wheelmeta import CHUNK, WheelInfo, file_digests, inspect_wheel
+from builder.files import CHUNK
+from builder.index.wheelmeta import WheelInfo, inspect_wheel, read_digests
 
 PASSWORD_ENV = "BUILDER_INDEX_PASSWORD"
 _ACCEPT = ("application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, "
@@ -331,7 +332,7 @@ def push_wheel(
     auth = (user, password) if user and password is not None else None
 
     path = Path(path)
-    digests = file_digests(path, ("sha256", "md5"))
+    digests = read_digests(path, ("sha256", "md5"))
     info = inspect_wheel(path, sha256=digests["sha256"])
 
     client = _Client(clean_url, auth, retries, backoff, timeout, session, sleep)

@@ -18,7 +18,8 @@ import zipfile
 from pathlib import Path
 
 from builder.errors import IndexError_
-from builder.index.wheelmeta import CHUNK, WheelName, normalize_name, unreadable_wheel
+from builder.files import CHUNK
+from builder.index.wheelmeta import WheelName, normalize_name, unreadable_wheel
 
 # PEP 427: RECORD hashes use sha256 or stronger; md5/sha1 are refused.
 _RECORD_ALGORITHMS = {"sha256", "sha384", "sha512"}

@@ -8,7 +8,6 @@ A bad file becomes an :class:`IndexError_` naming the file, never a zipfile trac
 
 from __future__ import annotations
 
-import hashlib
 import re
 import zipfile
 from dataclasses import dataclass
@@ -19,8 +18,8 @@ from packaging.utils import InvalidWheelFilename, canonicalize_version, parse_wh
 
 from builder import validate
 from builder.errors import IndexError_, ValidationError
+from builder.files import file_digests
 
-CHUNK = 1024 * 1024
 # METADATA is a few KiB; a huge one means a hostile or broken file, not a long README.
 MAX_METADATA_BYTES = 16 * 1024 * 1024
 _NORMALIZE = re.compile(r"[-_.]+")
@@ -154,21 +153,12 @@ def _metadata_member(zf: zipfile.ZipFile, wheel: WheelName, path: Path) -> str:
     return chosen[0]
 
 
-def file_digests(path: Path, algorithms: tuple[str, ...] = ("sha256",)) -> dict[str, str]:
-    """Hex digests of a file, read once in 1 MiB chunks (torch wheels are GiBs)."""
-    hashers = {a: hashlib.new(a) for a in algorithms}
+def read_digests(path: Path, algorithms: tuple[str, ...] = ("sha256",)) -> dict[str, str]:
+    """Hex digests of a wheel file (one read, builder.files), a read error as the index's error."""
     try:
-        with open(path, "rb") as fh:
-            while chunk := fh.read(CHUNK):
-                for h in hashers.values():
-                    h.update(chunk)
+        return file_digests(path, algorithms)
     except OSError as exc:
-        raise IndexError_(f"{path}: cannot read the file ({exc.strerror or exc})") from None
-    return {a: h.hexdigest() for a, h in hashers.items()}
-
-
-def sha256_file(path: Path) -> str:
-    return file_digests(path)["sha256"]
+        raise unreadable_wheel(exc, path) from None
 
 
 def inspect_wheel(path: Path, sha256: str | None = None, filename: str | None = None) -> WheelInfo:
@@ -181,7 +171,7 @@ def inspect_wheel(path: Path, sha256: str | None = None, filename: str | None = 
     if not path.is_file():
         raise IndexError_(f"{path}: no such file")
     meta = read_metadata(path, wheel)
-    digest = sha256 or sha256_file(path)
+    digest = sha256 or read_digests(path)["sha256"]
     return WheelInfo(
         path=path,
         filename=wheel.filename,

@@ -10,10 +10,10 @@ import pytest
 
 from builder.errors import IndexError_
 from builder.index.wheelmeta import (
-    file_digests,
     inspect_wheel,
     normalize_name,
     parse_filename,
+    read_digests,
 )
 from tests.helpers_wheels import make_wheel
 
@@ -61,12 +61,10 @@ def test_inspect_wheel_without_requires_python(tmp_path: Path) -> None:
     assert info.requires_python is None
 
 
-def test_file_digests_match_hashlib(tmp_path: Path) -> None:
-    path = tmp_path / "blob"
-    data = bytes(range(256)) * 9000  # > 1 chunk boundary is not needed; several KiB is enough
-    path.write_bytes(data)
-    got = file_digests(path, ("sha256", "md5"))
-    assert got == {"sha256": hashlib.sha256(data).hexdigest(), "md5": hashlib.md5(data).hexdigest()}
+def test_an_unreadable_file_is_the_index_error_naming_it(tmp_path: Path) -> None:
+    missing = tmp_path / "gone-1.0-py3-none-any.whl"
+    with pytest.raises(IndexError_, match=f"{missing}: cannot read the file"):
+        read_digests(missing, ("sha256", "md5"))
 
 
 def test_corrupt_zip_is_a_clear_error(tmp_path: Path) -> None:
