@@ -21,6 +21,7 @@ from packaging.version import Version
 
 from builder.config import Config
 from builder.errors import BuilderError, BuildError
+from builder.files import atomic_write
 from builder.source.mirror import update_mirror
 from builder.source.refs import git_env, resolve_ref
 
@@ -54,9 +55,7 @@ class NightlyState:
 
     def save(self, path: Path) -> None:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"last": self.last, "runs": self.runs}, indent=2))
-        tmp.replace(path)
+        atomic_write(path, json.dumps({"last": self.last, "runs": self.runs}, indent=2))
 
 
 def nightly_version(base: str, date: str, serial: int) -> str:
@@ -103,5 +102,5 @@ def log_tail(error: BuilderError, lines: int = 50) -> tuple[Path, str] | None:
 def write_report(report_dir: Path, data: dict[str, Any]) -> Path:
     report_dir.mkdir(parents=True, exist_ok=True)
     path = report_dir / "report.json"
-    path.write_text(json.dumps(data, indent=2, sort_keys=True))
+    atomic_write(path, json.dumps(data, indent=2, sort_keys=True))
     return path

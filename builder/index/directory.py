@@ -22,9 +22,7 @@ from __future__ import annotations
 import contextlib
 import html
 import json
-import os
 import shutil
-import tempfile
 from collections.abc import Iterator
 from dataclasses import asdict, dataclass
 from pathlib import Path
@@ -35,12 +33,11 @@ from filelock import FileLock, Timeout
 from packaging.version import InvalidVersion, Version
 
 from builder.errors import BuilderError, IndexError_, ValidationError
-from builder.files import copy_to_temp
+from builder.files import atomic_write, copy_to_temp, replace_durably
 from builder.index.wheelcheck import check_wheel_contents
 from builder.index.wheelmeta import WheelInfo, inspect_wheel, normalize_name, parse_filename, read_metadata
 
 MANIFEST_SUFFIX = ".manifest.json"
-_TMP_PREFIX = ".tmp-"  # leading dot: pypiserver and listings skip it
 _API_VERSION = "1.1"
 
 AddStatus = Literal["added", "unchanged", "replaced", "repaired"]  # repaired: a corrupt file was replaced
@@ -133,7 +130,7 @@ class DirectoryIndex:
                 status = "repaired"  # its bytes no longer match what was published: not a conflict
             elif current is not None and current["sha256"] == info.sha256:
                 if manifest_text is not None and not manifest_path.exists():
-                    _atomic_write(manifest_path, manifest_text)
+                    _publish(manifest_path, manifest_text)
                 elif manifest_text is not None:
                     self._note_equivalent_key(manifest_path, json.loads(manifest_text))
                 return "unchanged"
@@ -147,11 +144,10 @@ class DirectoryIndex:
                 )
             else:
                 status = "replaced"
-        os.replace(tmp, dest)
-        _fsync_dir(self.files_dir)
+        replace_durably(tmp, dest)
         self._write_record(dest, info)
         if manifest_text is not None:
-            _atomic_write(manifest_path, manifest_text)
+            _publish(manifest_path, manifest_text)
         elif status in ("replaced", "repaired"):
             manifest_path.unlink(missing_ok=True)
         return status
@@ -174,7 +170,7 @@ class DirectoryIndex:
         keys = existing.setdefault("equivalent_build_keys", [])
         if key and key != existing.get("build_key") and key not in keys:
             keys.append(key)
-            _atomic_write(manifest_path, _manifest_text(existing) or "")
+            _publish(manifest_path, _manifest_text(existing) or "")
 
     def annotate(self, filename: str, field: str, value: Any) -> None:
         """Record a check's result (e.g. the XLA smoke figures) in a published wheel's
@@ -186,7 +182,7 @@ class DirectoryIndex:
         with self._locked():
             existing = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
             existing[field] = value
-            _atomic_write(manifest_path, _manifest_text(existing) or "")
+            _publish(manifest_path, _manifest_text(existing) or "")
 
     def prune(self, keep: int) -> list[str]:
         """Keep the ``keep`` newest versions of each project; return the removed file names."""
@@ -286,7 +282,7 @@ class DirectoryIndex:
             "mtime_ns": st.st_mtime_ns, "ino": st.st_ino,
         }
         self._meta_dir.mkdir(parents=True, exist_ok=True)
-        _atomic_write(self._record_path(info.filename), json.dumps(record, indent=1) + "\n")
+        _publish(self._record_path(info.filename), json.dumps(record, indent=1) + "\n")
         return record
 
     def _record(self, path: Path) -> dict[str, Any] | None:
@@ -350,11 +346,11 @@ class DirectoryIndex:
         for normalized, project_entries in projects.items():
             page_dir = self.simple_dir / normalized
             page_dir.mkdir(exist_ok=True)
-            _atomic_write(page_dir / "index.html", render_project_page(normalized, project_entries))
-            _atomic_write(page_dir / "index.json",
+            _publish(page_dir / "index.html", render_project_page(normalized, project_entries))
+            _publish(page_dir / "index.json",
                           json.dumps(project_json(normalized, project_entries), indent=1) + "\n")
-        _atomic_write(self.simple_dir / "index.html", render_root_page(sorted(projects)))
-        _atomic_write(self.simple_dir / "index.json",
+        _publish(self.simple_dir / "index.html", render_root_page(sorted(projects)))
+        _publish(self.simple_dir / "index.json",
                       json.dumps(root_json(sorted(projects)), indent=1) + "\n")
         for child in self.simple_dir.iterdir():
             if child.is_dir() and child.name not in projects:
@@ -442,27 +438,6 @@ def _manifest_text(manifest: dict[str, Any] | None) -> str | None:
         raise ValidationError(f"the manifest is not JSON-serializable: {exc}") from None
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    """Write a temp file beside ``path``, fsync it, rename it over ``path``."""
-    fd, name = tempfile.mkstemp(prefix=f"{_TMP_PREFIX}{path.name}.", suffix=".part", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(name, 0o644)
-        os.replace(name, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(name)
-        raise
-
-
-def _fsync_dir(path: Path) -> None:
-    """Make a rename durable: without it a crash can forget the new directory entry."""
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+def _publish(path: Path, text: str) -> None:
+    """A page, record or manifest, replaced whole (builder.files), world-readable for a web server."""
+    atomic_write(path, text, mode=0o644)

@@ -44,7 +44,7 @@ from urllib.parse import unquote, urlparse
 
 from builder import validate
 from builder.errors import BuildError, ValidationError
-from builder.files import CHUNK, sha256_file
+from builder.files import CHUNK, TEMP_PREFIX, TEMP_SUFFIX, atomic_write, replace_durably, sha256_file, temp_beside
 from builder.index.directory import AddResult, DirectoryIndex
 from builder.interpreter import Interpreter, interpreter
 
@@ -214,9 +214,7 @@ def _read_record(path: Path) -> dict[str, Any]:
 def _write_record(path: Path, sha256: str, url: str) -> None:
     stat = path.stat()
     record = {"sha256": sha256, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "url": url}
-    tmp = path.with_name(f".{path.name}.sha256.{os.getpid()}")
-    tmp.write_text(json.dumps(record))
-    os.replace(tmp, path.with_name(path.name + ".sha256"))
+    atomic_write(path.with_name(path.name + ".sha256"), json.dumps(record))
 
 
 def cached_sha256(path: Path) -> str | None:
@@ -240,13 +238,13 @@ def download(pin: Pin, cache_dir: Path, progress: Progress | None = None, sessio
     """Download ``pin`` into ``cache_dir``, checking it against the upstream sha256 while
     streaming; the file appears under its name only once complete and verified."""
     dest = cache_dir / pin.filename
-    part = cache_dir / f".part-{pin.filename}-{os.getpid()}-{threading.get_ident()}"
     last_error = ""
     for attempt in range(DOWNLOAD_RETRIES):
         digest = hashlib.sha256()
         size = 0
+        fd, part = temp_beside(dest)
         try:
-            with part.open("wb") as out:
+            with os.fdopen(fd, "wb") as out:
                 if pin.url.startswith("file://"):
                     source = Path(unquote(urlparse(pin.url).path))
                     total = source.stat().st_size
@@ -283,7 +281,12 @@ def download(pin: Pin, cache_dir: Path, progress: Progress | None = None, sessio
             raise BuildError(f"{pin.filename} from {pin.url} has sha256 {digest.hexdigest()}, "
                              f"but the upstream page says {pin.sha256}; the file was discarded",
                              "a proxy or mirror altered it, or the page is stale: retry, or use another --from")
-        os.replace(part, dest)
+        try:
+            os.chmod(part, 0o644)
+            replace_durably(part, dest)
+        except BaseException:
+            part.unlink(missing_ok=True)
+            raise
         _write_record(dest, digest.hexdigest(), pin.url)
         return size
     raise BuildError(f"downloading {pin.filename} from {pin.url} failed after {DOWNLOAD_RETRIES} attempts: "
@@ -309,10 +312,8 @@ def read_lock(path: Path) -> list[Pin] | None:
 
 def write_lock(path: Path, requirements: list[str], pins: list[Pin]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(f".{path.name}.{os.getpid()}")
-    tmp.write_text(json.dumps({"requirements": requirements, "resolved": time.time(),
-                               "pins": [asdict(p) for p in pins]}, indent=1))
-    os.replace(tmp, path)
+    atomic_write(path, json.dumps({"requirements": requirements, "resolved": time.time(),
+                                   "pins": [asdict(p) for p in pins]}, indent=1))
 
 
 def fetch(requirements: list[str], index: DirectoryIndex, cache_dir: Path, python: Interpreter | str,
@@ -417,7 +418,7 @@ def sources_for(source: str | None, index_url: str, find_links: list[str]) -> So
 def remove_stale_parts(cache_dir: Path, older_than_s: float = 24 * 3600) -> None:
     """Partial downloads left by a killed run (a finished one renames or deletes its own)."""
     now = time.time()
-    for part in cache_dir.glob(".part-*"):
+    for part in cache_dir.glob(f"{TEMP_PREFIX}*{TEMP_SUFFIX}"):
         try:
             if now - part.stat().st_mtime > older_than_s:
                 part.unlink()

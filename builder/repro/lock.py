@@ -34,6 +34,7 @@ from builder import __version__, validate
 from builder.config import Config
 from builder.engine import ContainerSpec, Engine
 from builder.errors import BuilderError, BuildError, ValidationError
+from builder.files import atomic_write
 from builder.repro.manifest import redact_url
 from builder.stages.images import StageResult, build_stages
 from builder.stages.plan import StageSpec, apt_url, render_stage
@@ -151,10 +152,7 @@ def load_lock(path: Path | str) -> Lock:
 
 
 def write_lock(lock: Lock, path: Path | str) -> None:
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(lock_to_json(lock))
-    tmp.replace(path)
+    atomic_write(path, lock_to_json(lock))
 
 
 # ------------------------------------------------------------------------ pure helpers

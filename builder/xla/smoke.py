@@ -31,6 +31,7 @@ from typing import Any
 
 from builder.engine import ContainerSpec, Engine, Mount
 from builder.errors import BuildError
+from builder.files import atomic_write
 from builder.index.directory import DirectoryIndex
 from builder.index.wheelmeta import parse_filename
 from builder.recipes.base import INDEX_MOUNT, pip_from_local_index
@@ -312,8 +313,6 @@ def smoke(engine: Engine, index: DirectoryIndex, python_tag: str, python_image_i
         raise BuildError(f"XLA smoke check failed ({figures.summary()}): " + "; ".join(problems),
                          f"see the log {log_path}")
     record.parent.mkdir(parents=True, exist_ok=True)
-    tmp = record.with_name(f".{record.name}.tmp")
-    tmp.write_text(json.dumps({**result.as_dict(), "wheels": [f for f, _ in wheels], "passed": time.time()},
-                              indent=1))
-    tmp.replace(record)
+    atomic_write(record, json.dumps({**result.as_dict(), "wheels": [f for f, _ in wheels], "passed": time.time()},
+                                    indent=1))
     return result
