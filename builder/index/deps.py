@@ -22,7 +22,7 @@ from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from builder.errors import BuildError, IndexError_
+from builder.errors import BuildError, PackageIndexError
 from builder.index.directory import DirectoryIndex, Entry
 from builder.index.wheelmeta import normalize_name, parse_filename, read_metadata
 from builder.interpreter import Interpreter, interpreter
@@ -46,7 +46,7 @@ def runtime_requirements(requires: list[str], python: Interpreter | str,
         try:
             req = Requirement(text)
         except InvalidRequirement:
-            raise IndexError_(f"invalid Requires-Dist {text!r}") from None
+            raise PackageIndexError(f"invalid Requires-Dist {text!r}") from None
         if req.marker is not None and not any(req.marker.evaluate(e) for e in envs):
             continue
         req.marker = None

@@ -32,7 +32,7 @@ from urllib.parse import quote
 from filelock import FileLock, Timeout
 from packaging.version import InvalidVersion, Version
 
-from builder.errors import BuilderError, IndexError_, ValidationError
+from builder.errors import BuilderError, PackageIndexError, ValidationError
 from builder.files import atomic_write, copy_to_temp, replace_durably
 from builder.index.wheelcheck import check_wheel_contents
 from builder.index.wheelmeta import WheelInfo, inspect_wheel, normalize_name, parse_filename, read_metadata
@@ -104,7 +104,7 @@ class DirectoryIndex:
         wheel = parse_filename(src.name)
         manifest_text = _manifest_text(manifest)
         if not src.is_file():
-            raise IndexError_(f"{src}: no such file")
+            raise PackageIndexError(f"{src}: no such file")
         # Checked on the user's own file, before a byte is copied: errors name it, not a temp copy.
         read_metadata(src, wheel)
         check_wheel_contents(src, wheel)
@@ -136,7 +136,7 @@ class DirectoryIndex:
                 return "unchanged"
             elif not replace:
                 old = current["sha256"] if current else "unreadable"
-                raise IndexError_(
+                raise PackageIndexError(
                     f"{info.filename} is already published with different bytes "
                     f"(sha256 {old[:12]}..., new {info.sha256[:12]}...)",
                     "`builder index add --replace` overwrites it; anyone who pinned "
@@ -158,7 +158,7 @@ class DirectoryIndex:
             return True
         try:
             recorded = manifest_sha256(self._read_manifest(dest.name), dest.name)
-        except IndexError_:
+        except PackageIndexError:
             return False
         return recorded is not None and recorded != current["sha256"]
 
@@ -177,7 +177,7 @@ class DirectoryIndex:
         manifest, under ``field``; the wheel itself is never touched."""
         parse_filename(filename)
         if not (self.files_dir / filename).is_file():
-            raise IndexError_(f"{filename} is not in the index at {self.root}")
+            raise PackageIndexError(f"{filename} is not in the index at {self.root}")
         manifest_path = self.files_dir / (filename + MANIFEST_SUFFIX)
         with self._locked():
             existing = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
@@ -232,7 +232,7 @@ class DirectoryIndex:
         """The manifest recorded for a published wheel (None when none was recorded)."""
         parse_filename(filename)  # refuses ../ and anything that is not a bare wheel name
         if not (self.files_dir / filename).is_file():
-            raise IndexError_(f"{filename} is not in the index at {self.root}",
+            raise PackageIndexError(f"{filename} is not in the index at {self.root}",
                               "see `builder index list`")
         return self._read_manifest(filename)
 
@@ -242,24 +242,24 @@ class DirectoryIndex:
             try:
                 d.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
-                raise IndexError_(f"cannot create {d}: {exc.strerror or exc}") from None
+                raise PackageIndexError(f"cannot create {d}: {exc.strerror or exc}") from None
 
     @contextlib.contextmanager
     def _locked(self) -> Iterator[None]:
-        """Hold the index lock; OSErrors inside become one clear IndexError_."""
+        """Hold the index lock; OSErrors inside become one clear PackageIndexError."""
         lock = FileLock(self._lock_path, timeout=self._lock_timeout)
         try:
             lock.acquire()
         except Timeout:
-            raise IndexError_(f"the index at {self.root} is locked by another process",
+            raise PackageIndexError(f"the index at {self.root} is locked by another process",
                               f"wait for it, or remove {self._lock_path} if no builder is running") from None
         except OSError as exc:
-            raise IndexError_(f"cannot lock the index at {self.root}: {exc.strerror or exc}") from None
+            raise PackageIndexError(f"cannot lock the index at {self.root}: {exc.strerror or exc}") from None
         try:
             yield
         except OSError as exc:
             where = f" ({exc.filename})" if exc.filename else ""
-            raise IndexError_(f"index at {self.root}: {exc.strerror or exc}{where}") from None
+            raise PackageIndexError(f"index at {self.root}: {exc.strerror or exc}{where}") from None
         finally:
             lock.release()
 
@@ -268,7 +268,7 @@ class DirectoryIndex:
         try:
             return copy_to_temp(src, self.files_dir / filename, mode=0o644)
         except OSError as exc:
-            raise IndexError_(f"cannot copy {src} into {self.files_dir}: {exc.strerror or exc}") from None
+            raise PackageIndexError(f"cannot copy {src} into {self.files_dir}: {exc.strerror or exc}") from None
 
     def _record_path(self, filename: str) -> Path:
         return self._meta_dir / f"{filename}.json"
@@ -308,7 +308,7 @@ class DirectoryIndex:
         except FileNotFoundError:
             return None
         except (OSError, ValueError) as exc:
-            raise IndexError_(f"{path}: unreadable manifest ({exc})") from None
+            raise PackageIndexError(f"{path}: unreadable manifest ({exc})") from None
         return data if isinstance(data, dict) else {"value": data}
 
     def _entries_locked(self) -> list[Entry]:

@@ -8,7 +8,7 @@ from collections.abc import Callable
 from packaging.version import InvalidVersion, Version
 
 from builder.config import Config
-from builder.errors import IndexError_
+from builder.errors import PackageIndexError
 from builder.index.directory import DirectoryIndex, Entry
 from builder.index.fetch import completion_notes, default_cache_dir, fetch
 from builder.interpreter import Interpreter
@@ -44,6 +44,6 @@ def ensure_prebuilt(cfg: Config, index: DirectoryIndex, project: str, version: s
         note(f"{project} {version}: {fetched.summary()}")
         entry = find_prebuilt(index, project, version)
     if entry is None:
-        raise IndexError_(f"no {project} {version} wheel for this interpreter in the index",
+        raise PackageIndexError(f"no {project} {version} wheel for this interpreter in the index",
                           "import one with `builder index add FILE` or set [prebuilt] find_links")
     return entry

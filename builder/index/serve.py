@@ -27,7 +27,7 @@ from types import FrameType
 
 import requests
 
-from builder.errors import IndexError_, ValidationError
+from builder.errors import PackageIndexError, ValidationError
 
 _HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:-]*$|^\[[0-9A-Fa-f:.]+\]$")
 
@@ -130,7 +130,7 @@ def _wait_ready(proc: subprocess.Popen[bytes], cmd: ServeCommand, timeout: float
     while time.monotonic() < deadline:
         code = proc.poll()
         if code is not None:
-            raise IndexError_(f"pypiserver exited with code {code} before answering on {cmd.url}",
+            raise PackageIndexError(f"pypiserver exited with code {code} before answering on {cmd.url}",
                               "is the port already in use? see its messages above")
         try:
             if requests.get(cmd.health_url, timeout=1).status_code == 200:
@@ -138,7 +138,7 @@ def _wait_ready(proc: subprocess.Popen[bytes], cmd: ServeCommand, timeout: float
         except requests.RequestException:
             pass
         time.sleep(0.1)
-    raise IndexError_(f"pypiserver did not answer on {cmd.health_url} within {timeout:.0f} s")
+    raise PackageIndexError(f"pypiserver did not answer on {cmd.health_url} within {timeout:.0f} s")
 
 
 def _stop(proc: subprocess.Popen[bytes], grace: float = 10.0) -> None:
