@@ -18,13 +18,13 @@ import tempfile
 import uuid
 import zipfile
 import zlib
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from builder.build.resources import choose_jobs
 from builder.build.wheelstep import container_env, keyed_env, run_step, wheel_key
 from builder.config import Config
+from builder.console import Note
 from builder.engine import Engine
 from builder.errors import BuilderError
 from builder.files import sha256_file
@@ -34,7 +34,6 @@ from builder.repro.manifest import Provenance, RebuildSpec, rebuild_spec
 from builder.source.buildreqs import read_build_requirements
 from builder.source.mirror import checkout, update_mirror
 
-Note = Callable[[str], None]
 DIFFOSCOPE_LINES = 80
 
 

@@ -13,7 +13,6 @@ accepts, so a cp312 wheel in the index does not stand in for a cp311 one.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -22,12 +21,11 @@ from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
+from builder.console import Note
 from builder.errors import BuildError, PackageIndexError
 from builder.index.directory import DirectoryIndex, Entry
 from builder.index.wheelmeta import normalize_name, parse_filename, read_metadata
 from builder.interpreter import Interpreter, interpreter
-
-Note = Callable[[str], None]
 
 
 def requires_dist(path: Path) -> list[str]:

@@ -43,6 +43,7 @@ from typing import Any, Literal
 from urllib.parse import unquote, urlparse
 
 from builder import validate
+from builder.console import Note
 from builder.errors import BuildError, ValidationError
 from builder.files import CHUNK, TEMP_PREFIX, TEMP_SUFFIX, atomic_write, replace_durably, sha256_file, temp_beside
 from builder.index.directory import AddResult, DirectoryIndex
@@ -53,7 +54,6 @@ DOWNLOAD_RETRIES = 3
 
 FetchStatus = Literal["present", "cached", "downloaded"]
 Progress = Callable[[str, int, int | None], None]  # (filename, bytes so far, total or None)
-Note = Callable[[str], None]
 
 
 @dataclass(frozen=True)

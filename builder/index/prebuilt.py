@@ -3,17 +3,14 @@ it (with its dependencies) from the configured index and find-links."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from packaging.version import InvalidVersion, Version
 
 from builder.config import Config
+from builder.console import Note
 from builder.errors import PackageIndexError
 from builder.index.directory import DirectoryIndex, Entry
 from builder.index.fetch import completion_notes, default_cache_dir, fetch
 from builder.interpreter import Interpreter
-
-Note = Callable[[str], None]
 
 
 def find_prebuilt(index: DirectoryIndex, project: str, version: str) -> Entry | None:
