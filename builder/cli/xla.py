@@ -11,6 +11,7 @@ import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
@@ -21,6 +22,9 @@ from builder.cli.index import index_app
 from builder.cli.main import app, get_config, handle_errors
 from builder.console import err, out, print_error
 from builder.index.fetch import completion_notes
+
+if TYPE_CHECKING:  # the check itself is imported when the command runs
+    from builder.xla.check import CheckReport
 
 
 @contextlib.contextmanager
@@ -184,7 +188,7 @@ def xla_check(
         raise typer.Exit(1)
 
 
-def print_findings(report, script: Path) -> None:
+def print_findings(report: CheckReport, script: Path) -> None:
     import os
 
     f = report.figures
