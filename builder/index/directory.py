@@ -7,13 +7,13 @@ Layout under ``root``::
     simple/index.html               every project (PEP 503), plus index.json (PEP 691)
     simple/<project>/index.html     links ../../files/<wheel>#sha256=<hex>
     .meta/<wheel>.json              cached digest and METADATA, so pages need no re-hash
-    .lock                           one writer at a time (filelock)
+    .lock                           the mutex: one writer at a time (a filelock.FileLock)
 
 Why this shape: a build pushes a multi-GiB wheel and the next stage installs it with
 ``pip --index-url file://.../simple``; pip needs nothing but static files, and a copy,
 ``rsync`` or ``builder index serve`` publishes the same tree. A wheel is copied into a
 temporary file beside its final name, fsync'ed and renamed, so a reader sees the old
-file or the new one, never half of one; pages are rewritten the same way under a lock,
+file or the new one, never half of one; pages are rewritten the same way under a mutex (a file lock),
 so two builds adding different wheels at once both end up listed.
 """
 
@@ -70,13 +70,13 @@ class Entry:
 class DirectoryIndex:
     """A directory index rooted at ``root`` (created on the first add)."""
 
-    def __init__(self, root: Path | str, lock_timeout: float = 600.0) -> None:
+    def __init__(self, root: Path | str, mutex_timeout: float = 600.0) -> None:
         self.root = Path(root).expanduser().absolute()
         self.files_dir = self.root / "files"
         self.simple_dir = self.root / "simple"
         self._meta_dir = self.root / ".meta"
-        self._lock_path = self.root / ".lock"
-        self._lock_timeout = lock_timeout
+        self._mutex_path = self.root / ".lock"
+        self._mutex_timeout = mutex_timeout
 
     # ----------------------------------------------------------------- URLs
     def simple_url(self) -> str:
@@ -112,9 +112,9 @@ class DirectoryIndex:
         tmp, digest = self._copy_to_temp(src, wheel.filename)
         try:
             info = inspect_wheel(tmp, sha256=digest, filename=wheel.filename)
-            with self._locked():
+            with self._exclusive():
                 status = self._commit(tmp, info, manifest_text, replace)
-                self._regenerate_locked()
+                self._rewrite_pages()
         finally:
             tmp.unlink(missing_ok=True)
         return AddResult(wheel.filename, digest, status)
@@ -179,7 +179,7 @@ class DirectoryIndex:
         if not (self.files_dir / filename).is_file():
             raise PackageIndexError(f"{filename} is not in the index at {self.root}")
         manifest_path = self.files_dir / (filename + MANIFEST_SUFFIX)
-        with self._locked():
+        with self._exclusive():
             existing = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
             existing[field] = value
             _publish(manifest_path, _manifest_text(existing) or "")
@@ -192,9 +192,9 @@ class DirectoryIndex:
         if not self.files_dir.is_dir():
             return []
         removed: list[str] = []
-        with self._locked():
+        with self._exclusive():
             by_project: dict[str, list[Entry]] = {}
-            for entry in self._entries_locked():
+            for entry in self._scan_entries():
                 by_project.setdefault(entry.normalized, []).append(entry)
             for entries in by_project.values():
                 versions = sorted({_version_key(e.version) for e in entries}, reverse=True)
@@ -203,22 +203,22 @@ class DirectoryIndex:
                     if _version_key(entry.version) in doomed:
                         self._remove_files(entry.filename)
                         removed.append(entry.filename)
-            self._regenerate_locked()
+            self._rewrite_pages()
         return sorted(removed)
 
     def regenerate(self) -> None:
         """Rewrite every page from the files present (after a manual copy, say)."""
         self._ensure_dirs()
-        with self._locked():
-            self._regenerate_locked()
+        with self._exclusive():
+            self._rewrite_pages()
 
     # ------------------------------------------------------------- reading
     def entries(self) -> list[Entry]:
         """Every published wheel, sorted by project then version."""
         if not self.files_dir.is_dir():
             return []
-        with self._locked():
-            return self._entries_locked()
+        with self._exclusive():
+            return self._scan_entries()
 
     def find_by_key(self, key: str) -> Entry | None:
         """The newest wheel whose manifest records ``"build_key": key``, if any."""
@@ -245,14 +245,14 @@ class DirectoryIndex:
                 raise PackageIndexError(f"cannot create {d}: {exc.strerror or exc}") from None
 
     @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        """Hold the index lock; OSErrors inside become one clear PackageIndexError."""
-        lock = FileLock(self._lock_path, timeout=self._lock_timeout)
+    def _exclusive(self) -> Iterator[None]:
+        """Hold the index mutex (one writer at a time); OSErrors inside become one clear PackageIndexError."""
+        mutex = FileLock(self._mutex_path, timeout=self._mutex_timeout)
         try:
-            lock.acquire()
+            mutex.acquire()
         except Timeout:
-            raise PackageIndexError(f"the index at {self.root} is locked by another process",
-                              f"wait for it, or remove {self._lock_path} if no builder is running") from None
+            raise PackageIndexError(f"the index at {self.root} is held by another process",
+                              f"wait for it, or remove {self._mutex_path} if no builder is running") from None
         except OSError as exc:
             raise PackageIndexError(f"cannot lock the index at {self.root}: {exc.strerror or exc}") from None
         try:
@@ -261,7 +261,7 @@ class DirectoryIndex:
             where = f" ({exc.filename})" if exc.filename else ""
             raise PackageIndexError(f"index at {self.root}: {exc.strerror or exc}{where}") from None
         finally:
-            lock.release()
+            mutex.release()
 
     def _copy_to_temp(self, src: Path, filename: str) -> tuple[Path, str]:
         """The wheel copied beside its final name, hashed on the way; renamed later, under the mutex."""
@@ -311,7 +311,7 @@ class DirectoryIndex:
             raise PackageIndexError(f"{path}: unreadable manifest ({exc})") from None
         return data if isinstance(data, dict) else {"value": data}
 
-    def _entries_locked(self) -> list[Entry]:
+    def _scan_entries(self) -> list[Entry]:
         entries = []
         for path in sorted(self.files_dir.glob("*.whl")):
             if path.name.startswith(".") or not path.is_file():
@@ -337,8 +337,8 @@ class DirectoryIndex:
         (self.files_dir / (filename + MANIFEST_SUFFIX)).unlink(missing_ok=True)
         self._record_path(filename).unlink(missing_ok=True)
 
-    def _regenerate_locked(self) -> None:
-        entries = self._entries_locked()
+    def _rewrite_pages(self) -> None:
+        entries = self._scan_entries()
         projects: dict[str, list[Entry]] = {}
         for entry in entries:
             projects.setdefault(entry.normalized, []).append(entry)

@@ -294,7 +294,7 @@ def download(pin: Pin, cache_dir: Path, progress: Progress | None = None, sessio
 
 
 # --------------------------------------------------------------------------------- the lot
-def lock_path(cache_dir: Path, requirements: list[str], python: Interpreter | str, sources: Sources,
+def resolution_path(cache_dir: Path, requirements: list[str], python: Interpreter | str, sources: Sources,
               deps: bool) -> Path:
     """Where the last upstream resolution of exactly this request is recorded."""
     python = interpreter(python)
@@ -302,7 +302,7 @@ def lock_path(cache_dir: Path, requirements: list[str], python: Interpreter | st
     return cache_dir / "resolved" / (hashlib.sha256(key.encode()).hexdigest()[:32] + ".json")
 
 
-def read_lock(path: Path) -> list[Pin] | None:
+def read_resolution(path: Path) -> list[Pin] | None:
     try:
         data = json.loads(path.read_text())
         return [Pin(**pin) for pin in data["pins"]]
@@ -310,7 +310,7 @@ def read_lock(path: Path) -> list[Pin] | None:
         return None
 
 
-def write_lock(path: Path, requirements: list[str], pins: list[Pin]) -> None:
+def write_resolution(path: Path, requirements: list[str], pins: list[Pin]) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     atomic_write(path, json.dumps({"requirements": requirements, "resolved": time.time(),
                                    "pins": [asdict(p) for p in pins]}, indent=1))
@@ -330,9 +330,9 @@ def fetch(requirements: list[str], index: DirectoryIndex, cache_dir: Path, pytho
         log.parent.mkdir(parents=True, exist_ok=True)
         log.write_text("")
     sources = Sources(index_url, tuple(find_links))
-    lock = lock_path(cache_dir, requirements, python, sources, deps)
+    recorded = resolution_path(cache_dir, requirements, python, sources, deps)
     in_index = {e.filename: e.sha256 for e in index.entries()}
-    pins = None if refresh else read_lock(lock)
+    pins = None if refresh else read_resolution(recorded)
     if pins is None and not refresh:
         local = resolve_locally(index, requirements, python, deps, log)
         if local is not None:
@@ -342,7 +342,7 @@ def fetch(requirements: list[str], index: DirectoryIndex, cache_dir: Path, pytho
             return result
     if pins is None:
         pins = resolve(requirements, python, sources, deps, log)
-        write_lock(lock, requirements, pins)
+        write_resolution(recorded, requirements, pins)
     else:
         result.offline = True
     cache_dir.mkdir(parents=True, exist_ok=True)
@@ -381,12 +381,12 @@ def fetch(requirements: list[str], index: DirectoryIndex, cache_dir: Path, pytho
 
 def completion_notes(note: Note) -> Progress:
     """A progress callback that notes each file once it is complete (for logs and non-terminals)."""
-    lock = threading.Lock()
+    mutex = threading.Lock()
     finished: set[str] = set()
 
     def update(filename: str, done: int, total: int | None) -> None:
         if total is not None and done >= total:
-            with lock:
+            with mutex:
                 if filename in finished:
                     return
                 finished.add(filename)

@@ -83,7 +83,7 @@ def run_server(cmd: ServeCommand, on_ready: Callable[[str], None] | None = None,
     """Start pypiserver, wait until it answers, run until it exits or we are interrupted.
 
     pypiserver writes uploads straight into ``files/`` and knows nothing of the
-    directory index's pages; ``on_change`` (regenerate them under the index lock) runs
+    directory index's pages; ``on_change`` (regenerate them under the index mutex) runs
     whenever the set of wheels there changes, so file:// users see what HTTP users see.
 
     Returns 0 after Ctrl-C/SIGTERM (the server was stopped on purpose), else the
