@@ -23,7 +23,8 @@ from packaging.version import InvalidVersion, Version
 
 from builder.console import Note
 from builder.errors import BuildError, PackageIndexError
-from builder.index.directory import DirectoryIndex, Entry
+from builder.index.directory import DirectoryIndex
+from builder.index.pages import Entry
 from builder.index.wheelmeta import normalize_name, parse_filename, read_metadata
 from builder.interpreter import Interpreter, interpreter
 

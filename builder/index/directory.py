@@ -12,33 +12,31 @@ Layout under ``root``::
 Why this shape: a build pushes a multi-GiB wheel and the next stage installs it with
 ``pip --index-url file://.../simple``; pip needs nothing but static files, and a copy,
 ``rsync`` or ``builder index serve`` publishes the same tree. A wheel is copied into a
-temporary file beside its final name, fsync'ed and renamed, so a reader sees the old
-file or the new one, never half of one; pages are rewritten the same way under a mutex (a file lock),
-so two builds adding different wheels at once both end up listed.
+temporary file beside its final name, fsync'ed and renamed (builder.files), so a reader
+sees the old file or the new one, never half of one; pages (builder.index.pages renders
+them) are rewritten the same way under the mutex, so two builds adding different wheels
+at once both end up listed.
 """
 
 from __future__ import annotations
 
 import contextlib
-import html
 import json
 import shutil
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import quote
 
 from filelock import FileLock, Timeout
-from packaging.version import InvalidVersion, Version
 
 from builder.errors import BuilderError, PackageIndexError, ValidationError
 from builder.files import atomic_write, copy_to_temp, replace_durably
+from builder.index.pages import Entry, project_json, render_project_page, render_root_page, root_json, version_key
 from builder.index.wheelcheck import check_wheel_contents
 from builder.index.wheelmeta import WheelInfo, inspect_wheel, normalize_name, parse_filename, read_metadata
 
 MANIFEST_SUFFIX = ".manifest.json"
-_API_VERSION = "1.1"
 
 AddStatus = Literal["added", "unchanged", "replaced", "repaired"]  # repaired: a corrupt file was replaced
 
@@ -48,23 +46,6 @@ class AddResult:
     filename: str
     sha256: str
     status: AddStatus
-
-
-@dataclass(frozen=True)
-class Entry:
-    """One published wheel, as the pages list it."""
-
-    name: str
-    version: str
-    filename: str
-    sha256: str
-    requires_python: str | None
-    manifest: dict[str, Any] | None
-    normalized: str = ""
-    size: int = 0
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
 
 
 class DirectoryIndex:
@@ -197,10 +178,10 @@ class DirectoryIndex:
             for entry in self._scan_entries():
                 by_project.setdefault(entry.normalized, []).append(entry)
             for entries in by_project.values():
-                versions = sorted({_version_key(e.version) for e in entries}, reverse=True)
+                versions = sorted({version_key(e.version) for e in entries}, reverse=True)
                 doomed = set(versions[keep:])
                 for entry in entries:
-                    if _version_key(entry.version) in doomed:
+                    if version_key(entry.version) in doomed:
                         self._remove_files(entry.filename)
                         removed.append(entry.filename)
             self._rewrite_pages()
@@ -226,7 +207,7 @@ class DirectoryIndex:
             e.manifest.get("build_key") == key or key in e.manifest.get("equivalent_build_keys", []))]
         if not matches:
             return None
-        return max(matches, key=lambda e: (_version_key(e.version), e.filename))
+        return max(matches, key=lambda e: (version_key(e.version), e.filename))
 
     def manifest(self, filename: str) -> dict[str, Any] | None:
         """The manifest recorded for a published wheel (None when none was recorded)."""
@@ -329,7 +310,7 @@ class DirectoryIndex:
                 manifest=self._read_manifest(path.name), normalized=record["normalized"],
                 size=record["size"],
             ))
-        entries.sort(key=lambda e: (e.normalized, _version_key(e.version), e.filename))
+        entries.sort(key=lambda e: (e.normalized, version_key(e.version), e.filename))
         return entries
 
     def _remove_files(self, filename: str) -> None:
@@ -357,7 +338,7 @@ class DirectoryIndex:
                 shutil.rmtree(child)  # a project whose last wheel was pruned
 
 
-# ------------------------------------------------------------------ pages (pure)
+# ----------------------------------------------------------------- small helpers
 def manifest_sha256(manifest: dict[str, Any] | None, filename: str) -> str | None:
     """The sha256 a wheel's manifest recorded for it (its in-toto subject, or a prebuilt's upstream hash)."""
     if not manifest:
@@ -371,60 +352,6 @@ def manifest_sha256(manifest: dict[str, Any] | None, filename: str) -> str | Non
     if isinstance(prebuilt, dict) and isinstance(prebuilt.get("upstream_sha256"), str):
         return prebuilt["upstream_sha256"]
     return None
-
-
-def _file_href(filename: str, sha256: str) -> str:
-    return f"../../files/{quote(filename)}#sha256={sha256}"
-
-
-def _page(title: str, links: list[str]) -> str:
-    head = ["<!DOCTYPE html>", "<html>", "  <head>", '    <meta name="pypi:repository-version" content="1.0">',
-            f"    <title>{html.escape(title)}</title>", "  </head>", "  <body>"]
-    return "\n".join([*head, *(f"    {link}<br>" for link in links), "  </body>", "</html>", ""])
-
-
-def render_project_page(normalized: str, entries: list[Entry]) -> str:
-    """PEP 503 project page; ``data-requires-python`` is HTML-escaped (``&gt;=3.8``)."""
-    links = []
-    for e in entries:
-        attrs = f'href="{html.escape(_file_href(e.filename, e.sha256))}"'
-        if e.requires_python:
-            attrs += f' data-requires-python="{html.escape(e.requires_python, quote=True)}"'
-        links.append(f"<a {attrs}>{html.escape(e.filename)}</a>")
-    return _page(f"Links for {normalized}", links)
-
-
-def render_root_page(normalized_names: list[str]) -> str:
-    return _page("Simple index", [f'<a href="{html.escape(quote(n))}/">{html.escape(n)}</a>'
-                                  for n in normalized_names])
-
-
-def project_json(normalized: str, entries: list[Entry]) -> dict[str, Any]:
-    """PEP 691 JSON for one project (for clients that read JSON from a static mirror)."""
-    files = []
-    for e in entries:
-        item: dict[str, Any] = {
-            "filename": e.filename, "url": _file_href(e.filename, e.sha256).split("#")[0],
-            "hashes": {"sha256": e.sha256}, "size": e.size,
-        }
-        if e.requires_python:
-            item["requires-python"] = e.requires_python
-        files.append(item)
-    versions = sorted({e.version for e in entries}, key=_version_key)
-    return {"meta": {"api-version": _API_VERSION}, "name": normalized, "files": files,
-            "versions": versions}
-
-
-def root_json(normalized_names: list[str]) -> dict[str, Any]:
-    return {"meta": {"api-version": _API_VERSION}, "projects": [{"name": n} for n in normalized_names]}
-
-
-# ----------------------------------------------------------------- small helpers
-def _version_key(version: str) -> tuple[int, Version | str]:
-    try:
-        return (1, Version(version))
-    except InvalidVersion:
-        return (0, version)  # sorts before every valid version, so it is pruned first
 
 
 def _manifest_text(manifest: dict[str, Any] | None) -> str | None:
