@@ -55,7 +55,7 @@ def runtime_requirements(requires: list[str], python: Interpreter | str,
 
 
 def target_tags(python: Interpreter | str) -> frozenset[Tag]:
-    """The wheel tags the python stage's interpreter installs (the platforms builder.index.fetch asks for)."""
+    """The wheel tags the python stage's interpreter installs (the platforms builder.index.resolve asks for)."""
     python = interpreter(python)
     return frozenset([*cpython_tags(python.version, [python.abi, "abi3", "none"], python.platforms),
                       *compatible_tags(python.version, python.abi, python.platforms)])
@@ -106,7 +106,8 @@ def fetch_dependencies(cfg, index: DirectoryIndex, filenames: list[str], note: N
     (what builder builds: the recipes' projects, given by the caller); returns a one-line
     summary. Cheap when nothing is missing (reads METADATA and the index pages, starts no
     pip), so it can run after every add."""
-    from builder.index.fetch import completion_notes, default_cache_dir, fetch
+    from builder.index.download import completion_notes, default_cache_dir
+    from builder.index.fetch import fetch
 
     python = Interpreter.of(cfg)
     wanted: list[str] = []

@@ -9,7 +9,8 @@ from builder.config import Config
 from builder.console import Note
 from builder.errors import PackageIndexError
 from builder.index.directory import DirectoryIndex
-from builder.index.fetch import completion_notes, default_cache_dir, fetch
+from builder.index.download import completion_notes, default_cache_dir
+from builder.index.fetch import fetch
 from builder.index.pages import Entry
 from builder.interpreter import Interpreter
 
