@@ -15,7 +15,7 @@ import typer
 from builder.cli.main import MAX_JOBS, app, get_config, handle_errors, in_range
 from builder.console import err, out
 from builder.errors import BuildError, ConfigError
-from builder.repro.lock import DEFAULT_LOCK
+from builder.repro.lockfile import DEFAULT_LOCK
 
 
 def _note(text: str) -> None:
@@ -34,7 +34,8 @@ def lock_cmd(
 ) -> None:
     """Write builder.lock: base image, every apt package of each stage, pip hashes, source SHAs."""
     from builder.engine import Engine
-    from builder.repro.lock import SourceLock, lock_to_json, make_deps_lock, make_lock, write_lock
+    from builder.repro.lock import make_deps_lock, make_lock
+    from builder.repro.lockfile import SourceLock, lock_to_json, write_lock
     from builder.repro.manifest import redact_url
     from builder.source.refs import ResolvedRef, is_version, resolve_ref
     from builder.stages.images import bring_up
