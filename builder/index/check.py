@@ -22,7 +22,7 @@ CORRUPT_DIR = "corrupt"  # under the index root, outside files/ and simple/: nev
 
 
 @dataclass
-class CheckReport:
+class IndexCheckReport:
     checked: int = 0
     corrupt: dict[str, str] = field(default_factory=dict)  # file name -> why
     missing: list[str] = field(default_factory=list)  # listed on a page, absent from files/
@@ -54,8 +54,8 @@ def page_hashes(simple_dir: Path) -> dict[str, dict[str, str]]:
     return pages
 
 
-def check_index(index: DirectoryIndex, repair: bool = False) -> CheckReport:
-    report = CheckReport()
+def check_index(index: DirectoryIndex, repair: bool = False) -> IndexCheckReport:
+    report = IndexCheckReport()
     pages = page_hashes(index.simple_dir)
     listed = {name: sha for files in pages.values() for name, sha in files.items()}
     present = sorted(p for p in index.files_dir.glob("*.whl") if p.is_file() and not p.name.startswith(".")) \
