@@ -27,7 +27,7 @@ from builder.config import Config
 from builder.console import Note
 from builder.engine import Engine
 from builder.errors import BuilderError
-from builder.files import sha256_file
+from builder.files import atomic_copy, sha256_file
 from builder.index.directory import DirectoryIndex
 from builder.recipes import BuildContext, get_recipe, xla_layout
 from builder.repro.manifest import Provenance, RebuildSpec, rebuild_spec
@@ -212,7 +212,7 @@ def verify_wheel(engine: Engine, cfg: Config, index: DirectoryIndex, wheel: str,
             result.diffoscope = run_diffoscope(published, rebuilt)
             kept = scratch_root / "rebuilt" / outcome.filename
             kept.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(rebuilt, kept)
+            atomic_copy(rebuilt, kept)  # two verifies of one wheel never interleave their bytes
             result.kept = str(kept)
         return result
     finally:
