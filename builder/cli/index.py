@@ -103,8 +103,8 @@ def index_check(
                               indent=2))
     if not after.ok:
         raise PackageIndexError(f"index check: {'; '.join(after.problems())}",
-                          "`builder index check --repair` moves corrupt files aside and rewrites the pages; "
-                          "`builder wheels` then rebuilds what is gone")
+                                "`builder index check --repair` moves corrupt files aside and rewrites the pages; "
+                                "`builder wheels` then rebuilds what is gone")
     if found.ok:
         err.print(f"index check: {found.checked} files match their recorded sha256", markup=False)
     else:

@@ -214,7 +214,7 @@ class DirectoryIndex:
         parse_filename(filename)  # refuses ../ and anything that is not a bare wheel name
         if not (self.files_dir / filename).is_file():
             raise PackageIndexError(f"{filename} is not in the index at {self.root}",
-                              "see `builder index list`")
+                                    "see `builder index list`")
         return self._read_manifest(filename)
 
     # ------------------------------------------------------------ internals
@@ -233,7 +233,7 @@ class DirectoryIndex:
             mutex.acquire()
         except Timeout:
             raise PackageIndexError(f"the index at {self.root} is held by another process",
-                              f"wait for it, or remove {self._mutex_path} if no builder is running") from None
+                                    f"wait for it, or remove {self._mutex_path} if no builder is running") from None
         except OSError as exc:
             raise PackageIndexError(f"cannot lock the index at {self.root}: {exc.strerror or exc}") from None
         try:

@@ -44,5 +44,5 @@ def ensure_prebuilt(cfg: Config, index: DirectoryIndex, project: str, version: s
         entry = find_prebuilt(index, project, version)
     if entry is None:
         raise PackageIndexError(f"no {project} {version} wheel for this interpreter in the index",
-                          "import one with `builder index add FILE` or set [prebuilt] find_links")
+                                "import one with `builder index add FILE` or set [prebuilt] find_links")
     return entry

@@ -131,7 +131,7 @@ def _wait_ready(proc: subprocess.Popen[bytes], cmd: ServeCommand, timeout: float
         code = proc.poll()
         if code is not None:
             raise PackageIndexError(f"pypiserver exited with code {code} before answering on {cmd.url}",
-                              "is the port already in use? see its messages above")
+                                    "is the port already in use? see its messages above")
         try:
             if requests.get(cmd.health_url, timeout=1).status_code == 200:
                 return

@@ -74,7 +74,7 @@ def check_wheel_contents(path: Path, wheel: WheelName, shown: Path | str | None 
                     problem = "a file posing as a .dist-info/.data directory"
                 if problem:
                     raise PackageIndexError(f"{label}: refusing entry {info.filename!r}: {problem}",
-                                      "the wheel would not install safely; rebuild it")
+                                            "the wheel would not install safely; rebuild it")
                 if dist and dist[1] == "dist-info" and info.filename == f"{top}/RECORD":
                     own_dist_info = top
             if own_dist_info is None:
@@ -100,11 +100,11 @@ def _check_record(zf: zipfile.ZipFile, dist_info: str, label: Path | str) -> Non
         spec = recorded.get(name)
         if not spec:
             raise PackageIndexError(f"{label}: entry {name!r} has no hash in {dist_info}/RECORD",
-                              "the wheel would not install with pip; rebuild it")
+                                    "the wheel would not install with pip; rebuild it")
         algorithm, _, expected = spec.partition("=")
         if algorithm not in _RECORD_ALGORITHMS:
             raise PackageIndexError(f"{label}: entry {name!r} is recorded with hash {algorithm!r}",
-                              "RECORD must use sha256 or stronger")
+                                    "RECORD must use sha256 or stronger")
         digest = hashlib.new(algorithm)
         with zf.open(info) as fh:
             while chunk := fh.read(CHUNK):
@@ -112,4 +112,4 @@ def _check_record(zf: zipfile.ZipFile, dist_info: str, label: Path | str) -> Non
         actual = base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode()
         if actual != expected.rstrip("="):
             raise PackageIndexError(f"{label}: entry {name!r} does not match its RECORD hash",
-                              "the wheel was modified after it was built; rebuild it")
+                                    "the wheel was modified after it was built; rebuild it")

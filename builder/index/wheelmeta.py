@@ -132,7 +132,7 @@ def unreadable_wheel(exc: BaseException, label: Path | str, what: str = "the whe
     an I/O error), naming the user's file ``label`` and ``what`` was being read."""
     if isinstance(exc, zipfile.BadZipFile):
         return PackageIndexError(f"{label} is not a wheel: not a valid zip file ({exc})",
-                           "the file may be truncated or corrupt; rebuild or re-download it")
+                                 "the file may be truncated or corrupt; rebuild or re-download it")
     if isinstance(exc, OSError):
         return PackageIndexError(f"{label}: cannot read the file ({exc.strerror or exc})")
     return PackageIndexError(f"{label}: cannot read {what} ({exc})")
