@@ -115,7 +115,6 @@ def sources_for(source: str | None, index_url: str, find_links: list[str]) -> So
     return Sources(None, (str(path.absolute()), *find_links))
 
 
-
 # ------------------------------------------------------------------------------- resolving
 def resolve(requirements: list[str], python: Interpreter | str, sources: Sources, deps: bool,
             log: Path | None = None) -> list[Pin]:
