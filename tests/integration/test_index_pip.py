@@ -123,14 +123,6 @@ def served(index: DirectoryIndex) -> Iterator[tuple[subprocess.Popen[str], str]]
                              "--host", "127.0.0.1", "--dir", str(index.root)],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     base = f"http://127.0.0.1:{port}"
-    err_lines: list[str] = []  # read as they come: the test waits for a line, not a sleep
-
-    def read_err() -> None:
-        for line in proc.stderr:
-            err_lines.append(line)
-
-    reader = threading.Thread(target=read_err, daemon=True)
-    reader.start()
     try:
         deadline = time.monotonic() + 30
         while True:
