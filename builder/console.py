@@ -14,10 +14,11 @@ from collections.abc import Callable
 from rich.console import Console
 from rich.text import Text
 
-Note = Callable[[str], None]  # where a step reports progress: one plain line at a time
-
 out = Console(highlight=False, soft_wrap=True, markup=False, emoji=False)
 err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False, emoji=False)
+
+# A progress line for the user ("downloading 3 wheels ..."): the CLI passes a printer, tests a list.append.
+Note = Callable[[str], None]
 
 # An error names the bad value; a megabyte-long value must not become a megabyte-long line.
 MAX_PART_CHARS = 2000

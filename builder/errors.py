@@ -56,7 +56,7 @@ class BuildError(BuilderError):
     """A stage build or a container step failed."""
 
 
-class IndexError_(BuilderError):  # noqa: N801 - avoid shadowing the builtin IndexError
+class PackageIndexError(BuilderError):
     """The package index refused an operation (conflict, bad wheel, ...)."""
 
 

@@ -3,7 +3,7 @@
 Its Python series comes from ``[python] version``, its glibc from the Debian suite of
 the base image (``[base] suite``) and its architecture from the machine whose Docker
 engine runs the stages (this one). pip is asked for exactly these tags when it resolves
-(builder.index.fetch), and the index's wheels are judged installable by the same tags
+(builder.index.resolve), and the index's wheels are judged installable by the same tags
 (builder.index.deps), so a cp312 or aarch64 wheel never stands in for the one needed.
 """
 

@@ -21,6 +21,7 @@ from builder.config import Config
 from builder.console import Note
 from builder.engine import ContainerSpec, Engine, Mount
 from builder.errors import BuildError
+from builder.files import atomic_write
 from builder.mounts import BAZEL_CACHE_MOUNT
 
 
@@ -116,9 +117,9 @@ def record_last_build(cfg: Config, outcome: StepOutcome) -> None:
     """The cache's last-build figures, for `builder cache stats`."""
     if outcome.ccache is None:
         return
-    path = Path(cfg.data_dir) / "cache-last.json"
-    path.write_text(json.dumps({"cache": cfg.cache.ccache, "recipe": outcome.recipe, "wheel": outcome.filename,
-                                "finished": time.time(), **outcome.ccache.as_dict()}))
+    record = {"cache": cfg.cache.ccache, "recipe": outcome.recipe, "wheel": outcome.filename,
+              "finished": time.time(), **outcome.ccache.as_dict()}
+    atomic_write(Path(cfg.data_dir) / "cache-last.json", json.dumps(record))
 
 
 def check_disk(path: Path, need_gib: float) -> None:

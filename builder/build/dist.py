@@ -34,6 +34,7 @@ from typing import Any
 import requests
 
 from builder.errors import BuildError, ConfigError
+from builder.files import atomic_write
 from builder.mounts import DIST_CLIENT_CONF as CLIENT_CONF  # in the step's out dir; SCCACHE_CONF points at it
 
 TOKEN_ENV = "BUILDER_DIST_TOKEN"
@@ -87,9 +88,7 @@ def client_config(scheduler: str, token: str) -> str:
 def write_client_config(out_dir: Path, scheduler: str, token: str, user: str | None) -> Path:
     """The client config in the step's private out dir, readable by the build user only."""
     path = out_dir / CLIENT_CONF
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(client_config(scheduler, token))
+    atomic_write(path, client_config(scheduler, token), mode=0o600)
     if user and os.geteuid() == 0:
         uid, _, gid = user.partition(":")
         os.chown(path, int(uid), int(gid or uid))
@@ -158,13 +157,13 @@ def up(root: Path, servers: int = 2, cpus_per_server: int = 0) -> Cluster:
                          check=True).stdout.strip()
     client_token = secrets.token_urlsafe(24)
     token_file = root / "client-token"
-    _private(token_file, client_token + "\n")
+    atomic_write(token_file, client_token + "\n", mode=0o600)  # secrets: owner only
     sched_port = free_port()
     cluster = Cluster(root, f"http://127.0.0.1:{sched_port}", token_file)
-    _private(root / "scheduler.conf",
-             f'public_addr = "127.0.0.1:{sched_port}"\n[client_auth]\ntype = "token"\n'
-             f"token = {json.dumps(client_token)}\n[server_auth]\ntype = \"jwt_hs256\"\n"
-             f"secret_key = {json.dumps(key)}\n")
+    atomic_write(root / "scheduler.conf",
+                 f'public_addr = "127.0.0.1:{sched_port}"\n[client_auth]\ntype = "token"\n'
+                 f"token = {json.dumps(client_token)}\n[server_auth]\ntype = \"jwt_hs256\"\n"
+                 f"secret_key = {json.dumps(key)}\n", mode=0o600)
     cluster.pids["scheduler"] = _spawn([dist_bin, "scheduler", "--config", str(root / "scheduler.conf")],
                                        root / "scheduler.log")
     cores = os.cpu_count() or 1
@@ -176,10 +175,10 @@ def up(root: Path, servers: int = 2, cpus_per_server: int = 0) -> Cluster:
                                       check=True).stdout.strip()
         conf = root / f"server-{i}.conf"
         (root / f"server-{i}" / "cache").mkdir(parents=True, exist_ok=True)
-        _private(conf, f'cache_dir = "{root / f"server-{i}" / "cache"}"\npublic_addr = "{addr}"\n'
-                       f'scheduler_url = "{cluster.scheduler}"\n[builder]\ntype = "overlay"\n'
-                       f'build_dir = "{root / f"server-{i}" / "build"}"\nbwrap_path = "{bwrap}"\n'
-                       f'[scheduler_auth]\ntype = "jwt_token"\ntoken = {json.dumps(server_token)}\n')
+        atomic_write(conf, f'cache_dir = "{root / f"server-{i}" / "cache"}"\npublic_addr = "{addr}"\n'
+                     f'scheduler_url = "{cluster.scheduler}"\n[builder]\ntype = "overlay"\n'
+                     f'build_dir = "{root / f"server-{i}" / "build"}"\nbwrap_path = "{bwrap}"\n'
+                     f'[scheduler_auth]\ntype = "jwt_token"\ntoken = {json.dumps(server_token)}\n', mode=0o600)
         command = [dist_bin, "server", "--config", str(conf)]
         if cpus_per_server > 0:
             first = (i * cpus_per_server) % cores
@@ -187,15 +186,9 @@ def up(root: Path, servers: int = 2, cpus_per_server: int = 0) -> Cluster:
                        *command]
         cluster.pids[f"server-{i}"] = _spawn(command, root / f"server-{i}.log")
         cluster.servers.append(addr)
-    (root / "cluster.json").write_text(json.dumps(cluster.as_dict(), indent=1) + "\n")
+    atomic_write(root / "cluster.json", json.dumps(cluster.as_dict(), indent=1) + "\n")
     _wait_for(cluster, servers)
     return cluster
-
-
-def _private(path: Path, text: str) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    with os.fdopen(fd, "w") as handle:
-        handle.write(text)
 
 
 def _spawn(command: list[str], log: Path) -> int:

@@ -22,6 +22,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
+from builder.files import atomic_write
+
 RESULTS = ("remote hit", "direct hit", "preprocessed hit", "miss", "uncached")
 PROFILE_VERSION = 1
 
@@ -216,13 +218,8 @@ def save(data_dir: str | Path, profile: Profile) -> Path:
     root = profiles_dir(data_dir)
     root.mkdir(parents=True, exist_ok=True)
     path = root / f"{profile.wheel}.json"
-    tmp = path.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps(profile.as_dict(), indent=1) + "\n")
-    tmp.replace(path)
-    latest = root / f"latest-{profile.package}.json"
-    tmp = latest.with_suffix(".json.tmp")
-    tmp.write_text(json.dumps({"wheel": profile.wheel}) + "\n")
-    tmp.replace(latest)
+    atomic_write(path, json.dumps(profile.as_dict(), indent=1) + "\n")
+    atomic_write(root / f"latest-{profile.package}.json", json.dumps({"wheel": profile.wheel}) + "\n")
     return path
 
 

@@ -18,7 +18,6 @@ import tempfile
 import uuid
 import zipfile
 import zlib
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -28,14 +27,14 @@ from builder.build.resources import choose_jobs
 from builder.build.sources import check_out, recorded_source, source_requirements
 from builder.build.wheelstep import container_env, keyed_env, run_step, wheel_key
 from builder.config import Config
+from builder.console import Note
 from builder.engine import Engine
 from builder.errors import BuilderError
+from builder.files import atomic_copy, sha256_file
 from builder.index.directory import DirectoryIndex
-from builder.index.wheelmeta import CHUNK
 from builder.recipes import BuildContext, get_recipe
 from builder.repro.manifest import Provenance, RebuildSpec, rebuild_spec
 
-Note = Callable[[str], None]
 DIFFOSCOPE_LINES = 80
 
 
@@ -78,14 +77,6 @@ class VerifyResult:
 
 
 # ------------------------------------------------------------------ comparing (pure)
-def file_sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        while chunk := fh.read(CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def entry_digests(wheel: Path) -> tuple[dict[str, str], dict[str, tuple[object, ...]]]:
     """({name: sha256 of the content, or "unreadable: why"}, {name: zip metadata}).
 
@@ -122,7 +113,7 @@ def diff_wheels(published: Path, rebuilt: Path) -> list[str]:
     if not lines:
         lines += [f"{name}: zip metadata differs (order, time, mode, compression: {a_meta[name]} vs {b_meta[name]})"
                   for name in sorted(a_meta) if a_meta[name] != b_meta.get(name)]
-    if not lines and file_sha256(published) != file_sha256(rebuilt):
+    if not lines and sha256_file(published) != sha256_file(rebuilt):
         lines.append("<zip container>: every entry is equal; the archive framing differs")
     return lines
 
@@ -160,7 +151,7 @@ def verify_wheel(engine: Engine, cfg: Config, index: DirectoryIndex, wheel: str,
     spec = rebuild_spec(manifest)
     if spec.wheel != wheel:
         raise VerifyError(f"the manifest of {wheel} describes {spec.wheel}")
-    result = VerifyResult(wheel, spec.sha256, file_sha256(index.files_dir / wheel))
+    result = VerifyResult(wheel, spec.sha256, sha256_file(index.files_dir / wheel))
     if spec.redacted_env:
         result.notes.append(f"secret-looking variables were not recorded: {', '.join(spec.redacted_env)}")
     if engine.image_id(spec.image_tag) != spec.image_id and engine.image_id(spec.image_id) is None:
@@ -225,7 +216,7 @@ def verify_wheel(engine: Engine, cfg: Config, index: DirectoryIndex, wheel: str,
             result.diffoscope = run_diffoscope(published, rebuilt)
             kept = scratch_root / "rebuilt" / outcome.filename
             kept.parent.mkdir(parents=True, exist_ok=True)
-            shutil.copyfile(rebuilt, kept)
+            atomic_copy(rebuilt, kept)  # two verifies of one wheel never interleave their bytes
             result.kept = str(kept)
         return result
     finally:

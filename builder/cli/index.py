@@ -15,7 +15,7 @@ from rich.table import Table
 
 from builder.cli.main import MAX_BACKOFF_SECONDS, MAX_KEEP, MAX_RETRIES, app, get_config, handle_errors, in_range
 from builder.console import err, out
-from builder.errors import IndexError_
+from builder.errors import PackageIndexError
 from builder.index.directory import DirectoryIndex
 from builder.recipes import built_projects
 
@@ -87,7 +87,7 @@ def index_check(
 ) -> None:
     """Verify every published file against its recorded sha256 (manifest and pages);
     exit 1 naming corrupt or missing files and orphan pages."""
-    from builder.errors import IndexError_
+    from builder.errors import PackageIndexError
     from builder.index.check import check_index
 
     index = _index(directory)
@@ -102,9 +102,9 @@ def index_check(
                                "orphan_pages": found.orphan_pages, "moved": found.moved, "ok": after.ok},
                               indent=2))
     if not after.ok:
-        raise IndexError_(f"index check: {'; '.join(after.problems())}",
-                          "`builder index check --repair` moves corrupt files aside and rewrites the pages; "
-                          "`builder wheels` then rebuilds what is gone")
+        raise PackageIndexError(f"index check: {'; '.join(after.problems())}",
+                                "`builder index check --repair` moves corrupt files aside and rewrites the pages; "
+                                "`builder wheels` then rebuilds what is gone")
     if found.ok:
         err.print(f"index check: {found.checked} files match their recorded sha256", markup=False)
     else:
@@ -159,14 +159,14 @@ def index_serve(
     def regenerate() -> None:
         try:
             index.regenerate()
-        except IndexError_ as exc:  # keep serving; the next change (or `index add`) retries
+        except PackageIndexError as exc:  # keep serving; the next change (or `index add`) retries
             err.print(f"warning: could not regenerate the index pages: {exc}", markup=False)
         else:
             err.print(f"index pages regenerated ({index.simple_url()})", markup=False)
 
     code = run_server(cmd, on_ready=ready, on_change=regenerate)
     if code != 0:
-        raise IndexError_(f"pypiserver exited with code {code}")
+        raise PackageIndexError(f"pypiserver exited with code {code}")
     err.print("stopped", markup=False)
 
 

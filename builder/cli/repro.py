@@ -16,7 +16,7 @@ from builder.cli.main import MAX_JOBS, app, get_config, handle_errors, in_range
 from builder.cli.wheels import register_with_recipe_options
 from builder.console import err, out
 from builder.errors import BuildError, ConfigError
-from builder.repro.lock import DEFAULT_LOCK
+from builder.repro.lockfile import DEFAULT_LOCK
 
 
 def _note(text: str) -> None:
@@ -33,7 +33,8 @@ def lock_cmd(
     from builder.build.graph import resolve
     from builder.cli.wheels import request_of
     from builder.engine import Engine
-    from builder.repro.lock import SourceLock, lock_to_json, make_deps_lock, make_lock, write_lock
+    from builder.repro.lock import make_deps_lock, make_lock
+    from builder.repro.lockfile import SourceLock, lock_to_json, write_lock
     from builder.repro.manifest import redact_url
     from builder.stages.images import bring_up
     from builder.stages.plan import deps_stage, image_stages

@@ -11,6 +11,7 @@ import json
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
@@ -20,7 +21,10 @@ from typer.core import TyperCommand
 from builder.cli.index import index_app
 from builder.cli.main import app, get_config, handle_errors
 from builder.console import err, out, print_error
-from builder.index.fetch import completion_notes
+from builder.index.download import completion_notes
+
+if TYPE_CHECKING:  # the check itself is imported when the command runs
+    from builder.xla.check import CheckReport
 
 
 @contextlib.contextmanager
@@ -77,7 +81,9 @@ def index_fetch(
     """Download wheels for the python stage's interpreter into the local index, checked against
     the upstream page's sha256, through a download cache (a rerun downloads nothing)."""
     from builder.index.directory import DirectoryIndex
-    from builder.index.fetch import default_cache_dir, fetch, sources_for
+    from builder.index.download import default_cache_dir
+    from builder.index.fetch import fetch
+    from builder.index.resolve import sources_for
     from builder.interpreter import Interpreter
     from builder.recipes.xla_pairing import check_requirements
 
@@ -184,7 +190,7 @@ def xla_check(
         raise typer.Exit(1)
 
 
-def print_findings(report, script: Path) -> None:
+def print_findings(report: CheckReport, script: Path) -> None:
     import os
 
     f = report.figures

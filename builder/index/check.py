@@ -16,13 +16,13 @@ from pathlib import Path
 
 from builder.errors import BuilderError
 from builder.index.directory import MANIFEST_SUFFIX, DirectoryIndex, manifest_sha256
-from builder.index.wheelmeta import inspect_wheel, parse_filename, sha256_file
+from builder.index.wheelmeta import inspect_wheel, parse_filename, read_digests
 
 CORRUPT_DIR = "corrupt"  # under the index root, outside files/ and simple/: never served
 
 
 @dataclass
-class CheckReport:
+class IndexCheckReport:
     checked: int = 0
     corrupt: dict[str, str] = field(default_factory=dict)  # file name -> why
     missing: list[str] = field(default_factory=list)  # listed on a page, absent from files/
@@ -54,8 +54,8 @@ def page_hashes(simple_dir: Path) -> dict[str, dict[str, str]]:
     return pages
 
 
-def check_index(index: DirectoryIndex, repair: bool = False) -> CheckReport:
-    report = CheckReport()
+def check_index(index: DirectoryIndex, repair: bool = False) -> IndexCheckReport:
+    report = IndexCheckReport()
     pages = page_hashes(index.simple_dir)
     listed = {name: sha for files in pages.values() for name, sha in files.items()}
     present = sorted(p for p in index.files_dir.glob("*.whl") if p.is_file() and not p.name.startswith(".")) \
@@ -84,7 +84,7 @@ def check_index(index: DirectoryIndex, repair: bool = False) -> CheckReport:
 def _corruption(index: DirectoryIndex, path: Path, page_sha: str | None) -> str | None:
     try:
         parse_filename(path.name)
-        actual = sha256_file(path)
+        actual = read_digests(path)["sha256"]
         inspect_wheel(path, sha256=actual)
     except BuilderError as exc:
         return f"unreadable ({exc})"

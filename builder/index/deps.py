@@ -13,7 +13,6 @@ accepts, so a cp312 wheel in the index does not stand in for a cp311 one.
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 from packaging.requirements import InvalidRequirement, Requirement
@@ -22,12 +21,12 @@ from packaging.tags import Tag, compatible_tags, cpython_tags
 from packaging.utils import InvalidWheelFilename, parse_wheel_filename
 from packaging.version import InvalidVersion, Version
 
-from builder.errors import BuildError, IndexError_
-from builder.index.directory import DirectoryIndex, Entry
+from builder.console import Note
+from builder.errors import BuildError, PackageIndexError
+from builder.index.directory import DirectoryIndex
+from builder.index.pages import Entry
 from builder.index.wheelmeta import normalize_name, parse_filename, read_metadata
 from builder.interpreter import Interpreter, interpreter
-
-Note = Callable[[str], None]
 
 
 def requires_dist(path: Path) -> list[str]:
@@ -46,7 +45,7 @@ def runtime_requirements(requires: list[str], python: Interpreter | str,
         try:
             req = Requirement(text)
         except InvalidRequirement:
-            raise IndexError_(f"invalid Requires-Dist {text!r}") from None
+            raise PackageIndexError(f"invalid Requires-Dist {text!r}") from None
         if req.marker is not None and not any(req.marker.evaluate(e) for e in envs):
             continue
         req.marker = None
@@ -56,7 +55,7 @@ def runtime_requirements(requires: list[str], python: Interpreter | str,
 
 
 def target_tags(python: Interpreter | str) -> frozenset[Tag]:
-    """The wheel tags the python stage's interpreter installs (the platforms builder.index.fetch asks for)."""
+    """The wheel tags the python stage's interpreter installs (the platforms builder.index.resolve asks for)."""
     python = interpreter(python)
     return frozenset([*cpython_tags(python.version, [python.abi, "abi3", "none"], python.platforms),
                       *compatible_tags(python.version, python.abi, python.platforms)])
@@ -107,7 +106,8 @@ def fetch_dependencies(cfg, index: DirectoryIndex, filenames: list[str], note: N
     (what builder builds: the recipes' projects, given by the caller); returns a one-line
     summary. Cheap when nothing is missing (reads METADATA and the index pages, starts no
     pip), so it can run after every add."""
-    from builder.index.fetch import completion_notes, default_cache_dir, fetch
+    from builder.index.download import completion_notes, default_cache_dir
+    from builder.index.fetch import fetch
 
     python = Interpreter.of(cfg)
     wanted: list[str] = []

@@ -7,41 +7,36 @@ Layout under ``root``::
     simple/index.html               every project (PEP 503), plus index.json (PEP 691)
     simple/<project>/index.html     links ../../files/<wheel>#sha256=<hex>
     .meta/<wheel>.json              cached digest and METADATA, so pages need no re-hash
-    .lock                           one writer at a time (filelock)
+    .lock                           the mutex: one writer at a time (a filelock.FileLock)
 
 Why this shape: a build pushes a multi-GiB wheel and the next stage installs it with
 ``pip --index-url file://.../simple``; pip needs nothing but static files, and a copy,
 ``rsync`` or ``builder index serve`` publishes the same tree. A wheel is copied into a
-temporary file beside its final name, fsync'ed and renamed, so a reader sees the old
-file or the new one, never half of one; pages are rewritten the same way under a lock,
-so two builds adding different wheels at once both end up listed.
+temporary file beside its final name, fsync'ed and renamed (builder.files), so a reader
+sees the old file or the new one, never half of one; pages (builder.index.pages renders
+them) are rewritten the same way under the mutex, so two builds adding different wheels
+at once both end up listed.
 """
 
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import html
 import json
-import os
 import shutil
-import tempfile
 from collections.abc import Iterator
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal
-from urllib.parse import quote
 
 from filelock import FileLock, Timeout
-from packaging.version import InvalidVersion, Version
 
-from builder.errors import BuilderError, IndexError_, ValidationError
+from builder.errors import BuilderError, PackageIndexError, ValidationError
+from builder.files import atomic_write, copy_to_temp, replace_durably
+from builder.index.pages import Entry, project_json, render_project_page, render_root_page, root_json, version_key
 from builder.index.wheelcheck import check_wheel_contents
-from builder.index.wheelmeta import CHUNK, WheelInfo, inspect_wheel, normalize_name, parse_filename, read_metadata
+from builder.index.wheelmeta import WheelInfo, inspect_wheel, normalize_name, parse_filename, read_metadata
 
 MANIFEST_SUFFIX = ".manifest.json"
-_TMP_PREFIX = ".tmp-"  # leading dot: pypiserver and listings skip it
-_API_VERSION = "1.1"
 
 AddStatus = Literal["added", "unchanged", "replaced", "repaired"]  # repaired: a corrupt file was replaced
 
@@ -53,33 +48,16 @@ class AddResult:
     status: AddStatus
 
 
-@dataclass(frozen=True)
-class Entry:
-    """One published wheel, as the pages list it."""
-
-    name: str
-    version: str
-    filename: str
-    sha256: str
-    requires_python: str | None
-    manifest: dict[str, Any] | None
-    normalized: str = ""
-    size: int = 0
-
-    def as_dict(self) -> dict[str, Any]:
-        return asdict(self)
-
-
 class DirectoryIndex:
     """A directory index rooted at ``root`` (created on the first add)."""
 
-    def __init__(self, root: Path | str, lock_timeout: float = 600.0) -> None:
+    def __init__(self, root: Path | str, mutex_timeout: float = 600.0) -> None:
         self.root = Path(root).expanduser().absolute()
         self.files_dir = self.root / "files"
         self.simple_dir = self.root / "simple"
         self._meta_dir = self.root / ".meta"
-        self._lock_path = self.root / ".lock"
-        self._lock_timeout = lock_timeout
+        self._mutex_path = self.root / ".lock"
+        self._mutex_timeout = mutex_timeout
 
     # ----------------------------------------------------------------- URLs
     def simple_url(self) -> str:
@@ -107,7 +85,7 @@ class DirectoryIndex:
         wheel = parse_filename(src.name)
         manifest_text = _manifest_text(manifest)
         if not src.is_file():
-            raise IndexError_(f"{src}: no such file")
+            raise PackageIndexError(f"{src}: no such file")
         # Checked on the user's own file, before a byte is copied: errors name it, not a temp copy.
         read_metadata(src, wheel)
         check_wheel_contents(src, wheel)
@@ -115,9 +93,9 @@ class DirectoryIndex:
         tmp, digest = self._copy_to_temp(src, wheel.filename)
         try:
             info = inspect_wheel(tmp, sha256=digest, filename=wheel.filename)
-            with self._locked():
+            with self._exclusive():
                 status = self._commit(tmp, info, manifest_text, replace)
-                self._regenerate_locked()
+                self._rewrite_pages()
         finally:
             tmp.unlink(missing_ok=True)
         return AddResult(wheel.filename, digest, status)
@@ -133,13 +111,13 @@ class DirectoryIndex:
                 status = "repaired"  # its bytes no longer match what was published: not a conflict
             elif current is not None and current["sha256"] == info.sha256:
                 if manifest_text is not None and not manifest_path.exists():
-                    _atomic_write(manifest_path, manifest_text)
+                    _publish(manifest_path, manifest_text)
                 elif manifest_text is not None:
                     self._note_equivalent_key(manifest_path, json.loads(manifest_text))
                 return "unchanged"
             elif not replace:
                 old = current["sha256"] if current else "unreadable"
-                raise IndexError_(
+                raise PackageIndexError(
                     f"{info.filename} is already published with different bytes "
                     f"(sha256 {old[:12]}..., new {info.sha256[:12]}...)",
                     "`builder index add --replace` overwrites it; anyone who pinned "
@@ -147,11 +125,10 @@ class DirectoryIndex:
                 )
             else:
                 status = "replaced"
-        os.replace(tmp, dest)
-        _fsync_dir(self.files_dir)
+        replace_durably(tmp, dest)
         self._write_record(dest, info)
         if manifest_text is not None:
-            _atomic_write(manifest_path, manifest_text)
+            _publish(manifest_path, manifest_text)
         elif status in ("replaced", "repaired"):
             manifest_path.unlink(missing_ok=True)
         return status
@@ -162,7 +139,7 @@ class DirectoryIndex:
             return True
         try:
             recorded = manifest_sha256(self._read_manifest(dest.name), dest.name)
-        except IndexError_:
+        except PackageIndexError:
             return False
         return recorded is not None and recorded != current["sha256"]
 
@@ -174,19 +151,19 @@ class DirectoryIndex:
         keys = existing.setdefault("equivalent_build_keys", [])
         if key and key != existing.get("build_key") and key not in keys:
             keys.append(key)
-            _atomic_write(manifest_path, _manifest_text(existing) or "")
+            _publish(manifest_path, _manifest_text(existing) or "")
 
     def annotate(self, filename: str, field: str, value: Any) -> None:
         """Record a check's result (e.g. the XLA smoke figures) in a published wheel's
         manifest, under ``field``; the wheel itself is never touched."""
         parse_filename(filename)
         if not (self.files_dir / filename).is_file():
-            raise IndexError_(f"{filename} is not in the index at {self.root}")
+            raise PackageIndexError(f"{filename} is not in the index at {self.root}")
         manifest_path = self.files_dir / (filename + MANIFEST_SUFFIX)
-        with self._locked():
+        with self._exclusive():
             existing = json.loads(manifest_path.read_text()) if manifest_path.is_file() else {}
             existing[field] = value
-            _atomic_write(manifest_path, _manifest_text(existing) or "")
+            _publish(manifest_path, _manifest_text(existing) or "")
 
     def prune(self, keep: int) -> list[str]:
         """Keep the ``keep`` newest versions of each project; return the removed file names."""
@@ -196,33 +173,33 @@ class DirectoryIndex:
         if not self.files_dir.is_dir():
             return []
         removed: list[str] = []
-        with self._locked():
+        with self._exclusive():
             by_project: dict[str, list[Entry]] = {}
-            for entry in self._entries_locked():
+            for entry in self._scan_entries():
                 by_project.setdefault(entry.normalized, []).append(entry)
             for entries in by_project.values():
-                versions = sorted({_version_key(e.version) for e in entries}, reverse=True)
+                versions = sorted({version_key(e.version) for e in entries}, reverse=True)
                 doomed = set(versions[keep:])
                 for entry in entries:
-                    if _version_key(entry.version) in doomed:
+                    if version_key(entry.version) in doomed:
                         self._remove_files(entry.filename)
                         removed.append(entry.filename)
-            self._regenerate_locked()
+            self._rewrite_pages()
         return sorted(removed)
 
     def regenerate(self) -> None:
         """Rewrite every page from the files present (after a manual copy, say)."""
         self._ensure_dirs()
-        with self._locked():
-            self._regenerate_locked()
+        with self._exclusive():
+            self._rewrite_pages()
 
     # ------------------------------------------------------------- reading
     def entries(self) -> list[Entry]:
         """Every published wheel, sorted by project then version."""
         if not self.files_dir.is_dir():
             return []
-        with self._locked():
-            return self._entries_locked()
+        with self._exclusive():
+            return self._scan_entries()
 
     def find_by_key(self, key: str) -> Entry | None:
         """The newest wheel whose manifest records ``"build_key": key``, if any."""
@@ -230,14 +207,14 @@ class DirectoryIndex:
             e.manifest.get("build_key") == key or key in e.manifest.get("equivalent_build_keys", []))]
         if not matches:
             return None
-        return max(matches, key=lambda e: (_version_key(e.version), e.filename))
+        return max(matches, key=lambda e: (version_key(e.version), e.filename))
 
     def manifest(self, filename: str) -> dict[str, Any] | None:
         """The manifest recorded for a published wheel (None when none was recorded)."""
         parse_filename(filename)  # refuses ../ and anything that is not a bare wheel name
         if not (self.files_dir / filename).is_file():
-            raise IndexError_(f"{filename} is not in the index at {self.root}",
-                              "see `builder index list`")
+            raise PackageIndexError(f"{filename} is not in the index at {self.root}",
+                                    "see `builder index list`")
         return self._read_manifest(filename)
 
     # ------------------------------------------------------------ internals
@@ -246,45 +223,33 @@ class DirectoryIndex:
             try:
                 d.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
-                raise IndexError_(f"cannot create {d}: {exc.strerror or exc}") from None
+                raise PackageIndexError(f"cannot create {d}: {exc.strerror or exc}") from None
 
     @contextlib.contextmanager
-    def _locked(self) -> Iterator[None]:
-        """Hold the index lock; OSErrors inside become one clear IndexError_."""
-        lock = FileLock(self._lock_path, timeout=self._lock_timeout)
+    def _exclusive(self) -> Iterator[None]:
+        """Hold the index mutex (one writer at a time); OSErrors inside become one clear PackageIndexError."""
+        mutex = FileLock(self._mutex_path, timeout=self._mutex_timeout)
         try:
-            lock.acquire()
+            mutex.acquire()
         except Timeout:
-            raise IndexError_(f"the index at {self.root} is locked by another process",
-                              f"wait for it, or remove {self._lock_path} if no builder is running") from None
+            raise PackageIndexError(f"the index at {self.root} is held by another process",
+                                    f"wait for it, or remove {self._mutex_path} if no builder is running") from None
         except OSError as exc:
-            raise IndexError_(f"cannot lock the index at {self.root}: {exc.strerror or exc}") from None
+            raise PackageIndexError(f"cannot lock the index at {self.root}: {exc.strerror or exc}") from None
         try:
             yield
         except OSError as exc:
             where = f" ({exc.filename})" if exc.filename else ""
-            raise IndexError_(f"index at {self.root}: {exc.strerror or exc}{where}") from None
+            raise PackageIndexError(f"index at {self.root}: {exc.strerror or exc}{where}") from None
         finally:
-            lock.release()
+            mutex.release()
 
     def _copy_to_temp(self, src: Path, filename: str) -> tuple[Path, str]:
-        fd, name = tempfile.mkstemp(prefix=f"{_TMP_PREFIX}{filename}.", suffix=".part", dir=self.files_dir)
-        tmp = Path(name)
-        digest = hashlib.sha256()
+        """The wheel copied beside its final name, hashed on the way; renamed later, under the mutex."""
         try:
-            with os.fdopen(fd, "wb") as out, open(src, "rb") as inp:
-                while chunk := inp.read(CHUNK):
-                    digest.update(chunk)
-                    out.write(chunk)
-                out.flush()
-                os.fsync(out.fileno())
-            os.chmod(tmp, 0o644)
-        except BaseException as exc:
-            tmp.unlink(missing_ok=True)
-            if isinstance(exc, OSError):
-                raise IndexError_(f"cannot copy {src} into {self.files_dir}: {exc.strerror or exc}") from None
-            raise
-        return tmp, digest.hexdigest()
+            return copy_to_temp(src, self.files_dir / filename, mode=0o644)
+        except OSError as exc:
+            raise PackageIndexError(f"cannot copy {src} into {self.files_dir}: {exc.strerror or exc}") from None
 
     def _record_path(self, filename: str) -> Path:
         return self._meta_dir / f"{filename}.json"
@@ -298,7 +263,7 @@ class DirectoryIndex:
             "mtime_ns": st.st_mtime_ns, "ino": st.st_ino,
         }
         self._meta_dir.mkdir(parents=True, exist_ok=True)
-        _atomic_write(self._record_path(info.filename), json.dumps(record, indent=1) + "\n")
+        _publish(self._record_path(info.filename), json.dumps(record, indent=1) + "\n")
         return record
 
     def _record(self, path: Path) -> dict[str, Any] | None:
@@ -324,10 +289,10 @@ class DirectoryIndex:
         except FileNotFoundError:
             return None
         except (OSError, ValueError) as exc:
-            raise IndexError_(f"{path}: unreadable manifest ({exc})") from None
+            raise PackageIndexError(f"{path}: unreadable manifest ({exc})") from None
         return data if isinstance(data, dict) else {"value": data}
 
-    def _entries_locked(self) -> list[Entry]:
+    def _scan_entries(self) -> list[Entry]:
         entries = []
         for path in sorted(self.files_dir.glob("*.whl")):
             if path.name.startswith(".") or not path.is_file():
@@ -345,7 +310,7 @@ class DirectoryIndex:
                 manifest=self._read_manifest(path.name), normalized=record["normalized"],
                 size=record["size"],
             ))
-        entries.sort(key=lambda e: (e.normalized, _version_key(e.version), e.filename))
+        entries.sort(key=lambda e: (e.normalized, version_key(e.version), e.filename))
         return entries
 
     def _remove_files(self, filename: str) -> None:
@@ -353,8 +318,8 @@ class DirectoryIndex:
         (self.files_dir / (filename + MANIFEST_SUFFIX)).unlink(missing_ok=True)
         self._record_path(filename).unlink(missing_ok=True)
 
-    def _regenerate_locked(self) -> None:
-        entries = self._entries_locked()
+    def _rewrite_pages(self) -> None:
+        entries = self._scan_entries()
         projects: dict[str, list[Entry]] = {}
         for entry in entries:
             projects.setdefault(entry.normalized, []).append(entry)
@@ -362,18 +327,18 @@ class DirectoryIndex:
         for normalized, project_entries in projects.items():
             page_dir = self.simple_dir / normalized
             page_dir.mkdir(exist_ok=True)
-            _atomic_write(page_dir / "index.html", render_project_page(normalized, project_entries))
-            _atomic_write(page_dir / "index.json",
+            _publish(page_dir / "index.html", render_project_page(normalized, project_entries))
+            _publish(page_dir / "index.json",
                           json.dumps(project_json(normalized, project_entries), indent=1) + "\n")
-        _atomic_write(self.simple_dir / "index.html", render_root_page(sorted(projects)))
-        _atomic_write(self.simple_dir / "index.json",
+        _publish(self.simple_dir / "index.html", render_root_page(sorted(projects)))
+        _publish(self.simple_dir / "index.json",
                       json.dumps(root_json(sorted(projects)), indent=1) + "\n")
         for child in self.simple_dir.iterdir():
             if child.is_dir() and child.name not in projects:
                 shutil.rmtree(child)  # a project whose last wheel was pruned
 
 
-# ------------------------------------------------------------------ pages (pure)
+# ----------------------------------------------------------------- small helpers
 def manifest_sha256(manifest: dict[str, Any] | None, filename: str) -> str | None:
     """The sha256 a wheel's manifest recorded for it (its in-toto subject, or a prebuilt's upstream hash)."""
     if not manifest:
@@ -389,60 +354,6 @@ def manifest_sha256(manifest: dict[str, Any] | None, filename: str) -> str | Non
     return None
 
 
-def _file_href(filename: str, sha256: str) -> str:
-    return f"../../files/{quote(filename)}#sha256={sha256}"
-
-
-def _page(title: str, links: list[str]) -> str:
-    head = ["<!DOCTYPE html>", "<html>", "  <head>", '    <meta name="pypi:repository-version" content="1.0">',
-            f"    <title>{html.escape(title)}</title>", "  </head>", "  <body>"]
-    return "\n".join([*head, *(f"    {link}<br>" for link in links), "  </body>", "</html>", ""])
-
-
-def render_project_page(normalized: str, entries: list[Entry]) -> str:
-    """PEP 503 project page; ``data-requires-python`` is HTML-escaped (``&gt;=3.8``)."""
-    links = []
-    for e in entries:
-        attrs = f'href="{html.escape(_file_href(e.filename, e.sha256))}"'
-        if e.requires_python:
-            attrs += f' data-requires-python="{html.escape(e.requires_python, quote=True)}"'
-        links.append(f"<a {attrs}>{html.escape(e.filename)}</a>")
-    return _page(f"Links for {normalized}", links)
-
-
-def render_root_page(normalized_names: list[str]) -> str:
-    return _page("Simple index", [f'<a href="{html.escape(quote(n))}/">{html.escape(n)}</a>'
-                                  for n in normalized_names])
-
-
-def project_json(normalized: str, entries: list[Entry]) -> dict[str, Any]:
-    """PEP 691 JSON for one project (for clients that read JSON from a static mirror)."""
-    files = []
-    for e in entries:
-        item: dict[str, Any] = {
-            "filename": e.filename, "url": _file_href(e.filename, e.sha256).split("#")[0],
-            "hashes": {"sha256": e.sha256}, "size": e.size,
-        }
-        if e.requires_python:
-            item["requires-python"] = e.requires_python
-        files.append(item)
-    versions = sorted({e.version for e in entries}, key=_version_key)
-    return {"meta": {"api-version": _API_VERSION}, "name": normalized, "files": files,
-            "versions": versions}
-
-
-def root_json(normalized_names: list[str]) -> dict[str, Any]:
-    return {"meta": {"api-version": _API_VERSION}, "projects": [{"name": n} for n in normalized_names]}
-
-
-# ----------------------------------------------------------------- small helpers
-def _version_key(version: str) -> tuple[int, Version | str]:
-    try:
-        return (1, Version(version))
-    except InvalidVersion:
-        return (0, version)  # sorts before every valid version, so it is pruned first
-
-
 def _manifest_text(manifest: dict[str, Any] | None) -> str | None:
     if manifest is None:
         return None
@@ -454,27 +365,6 @@ def _manifest_text(manifest: dict[str, Any] | None) -> str | None:
         raise ValidationError(f"the manifest is not JSON-serializable: {exc}") from None
 
 
-def _atomic_write(path: Path, text: str) -> None:
-    """Write a temp file beside ``path``, fsync it, rename it over ``path``."""
-    fd, name = tempfile.mkstemp(prefix=f"{_TMP_PREFIX}{path.name}.", suffix=".part", dir=path.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as fh:
-            fh.write(text)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.chmod(name, 0o644)
-        os.replace(name, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(name)
-        raise
-
-
-def _fsync_dir(path: Path) -> None:
-    """Make a rename durable: without it a crash can forget the new directory entry."""
-    with contextlib.suppress(OSError):
-        fd = os.open(path, os.O_RDONLY)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+def _publish(path: Path, text: str) -> None:
+    """A page, record or manifest, replaced whole (builder.files), world-readable for a web server."""
+    atomic_write(path, text, mode=0o644)

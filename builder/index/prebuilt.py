@@ -3,17 +3,16 @@ it (with its dependencies) from the configured index and find-links."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
-
 from packaging.version import InvalidVersion, Version
 
 from builder.config import Config
-from builder.errors import IndexError_
-from builder.index.directory import DirectoryIndex, Entry
-from builder.index.fetch import completion_notes, default_cache_dir, fetch
+from builder.console import Note
+from builder.errors import PackageIndexError
+from builder.index.directory import DirectoryIndex
+from builder.index.download import completion_notes, default_cache_dir
+from builder.index.fetch import fetch
+from builder.index.pages import Entry
 from builder.interpreter import Interpreter
-
-Note = Callable[[str], None]
 
 
 def find_prebuilt(index: DirectoryIndex, project: str, version: str) -> Entry | None:
@@ -44,6 +43,6 @@ def ensure_prebuilt(cfg: Config, index: DirectoryIndex, project: str, version: s
         note(f"{project} {version}: {fetched.summary()}")
         entry = find_prebuilt(index, project, version)
     if entry is None:
-        raise IndexError_(f"no {project} {version} wheel for this interpreter in the index",
-                          "import one with `builder index add FILE` or set [prebuilt] find_links")
+        raise PackageIndexError(f"no {project} {version} wheel for this interpreter in the index",
+                                "import one with `builder index add FILE` or set [prebuilt] find_links")
     return entry

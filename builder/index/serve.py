@@ -27,7 +27,7 @@ from types import FrameType
 
 import requests
 
-from builder.errors import IndexError_, ValidationError
+from builder.errors import PackageIndexError, ValidationError
 
 _HOST = re.compile(r"^[A-Za-z0-9][A-Za-z0-9.:-]*$|^\[[0-9A-Fa-f:.]+\]$")
 
@@ -83,7 +83,7 @@ def run_server(cmd: ServeCommand, on_ready: Callable[[str], None] | None = None,
     """Start pypiserver, wait until it answers, run until it exits or we are interrupted.
 
     pypiserver writes uploads straight into ``files/`` and knows nothing of the
-    directory index's pages; ``on_change`` (regenerate them under the index lock) runs
+    directory index's pages; ``on_change`` (regenerate them under the index mutex) runs
     whenever the set of wheels there changes, so file:// users see what HTTP users see.
 
     Returns 0 after Ctrl-C/SIGTERM (the server was stopped on purpose), else the
@@ -130,15 +130,15 @@ def _wait_ready(proc: subprocess.Popen[bytes], cmd: ServeCommand, timeout: float
     while time.monotonic() < deadline:
         code = proc.poll()
         if code is not None:
-            raise IndexError_(f"pypiserver exited with code {code} before answering on {cmd.url}",
-                              "is the port already in use? see its messages above")
+            raise PackageIndexError(f"pypiserver exited with code {code} before answering on {cmd.url}",
+                                    "is the port already in use? see its messages above")
         try:
             if requests.get(cmd.health_url, timeout=1).status_code == 200:
                 return
         except requests.RequestException:
             pass
         time.sleep(0.1)
-    raise IndexError_(f"pypiserver did not answer on {cmd.health_url} within {timeout:.0f} s")
+    raise PackageIndexError(f"pypiserver did not answer on {cmd.health_url} within {timeout:.0f} s")
 
 
 def _stop(proc: subprocess.Popen[bytes], grace: float = 10.0) -> None:

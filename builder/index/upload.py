@@ -28,7 +28,8 @@ import requests
 
 from builder import __version__, validate
 from builder.errors import UploadError, ValidationError
-from builder.index.wheelmeta import CHUNK, WheelInfo, file_digests, inspect_wheel
+from builder.files import CHUNK
+from builder.index.wheelmeta import WheelInfo, inspect_wheel, read_digests
 
 PASSWORD_ENV = "BUILDER_INDEX_PASSWORD"
 _ACCEPT = ("application/vnd.pypi.simple.v1+json, application/vnd.pypi.simple.v1+html;q=0.2, "
@@ -38,7 +39,7 @@ _AUTH_HINT = (f"check --user and the password ({PASSWORD_ENV}, --password-file o
 
 
 @dataclass(frozen=True)
-class Target:
+class UploadTarget:
     """Where to POST and where the project pages are, for one remote index."""
 
     upload_url: str
@@ -248,13 +249,13 @@ class _Client:
             raise UploadError(f"{what}: {self.url} {who} "
                               f"(HTTP {resp.status_code} {resp.reason})", _AUTH_HINT)
 
-    def detect_target(self) -> Target:
+    def detect_target(self) -> UploadTarget:
         """devpi announces itself in X-Devpi-* headers; anything else is treated as pypiserver-like."""
         resp = self.request("GET", self.url, "looking up the index")
         devpi = any(h.lower().startswith("x-devpi-") for h in resp.headers)
-        return Target(self.url, simple_base(self.url, devpi))
+        return UploadTarget(self.url, simple_base(self.url, devpi))
 
-    def lookup(self, target: Target, normalized: str, filename: str) -> RemoteFile | None:
+    def lookup(self, target: UploadTarget, normalized: str, filename: str) -> RemoteFile | None:
         page = target.project_url(normalized)
         resp = self.request("GET", page, "looking up the file", headers={"Accept": _ACCEPT})
         self.check_auth(resp, "looking up the file")
@@ -331,13 +332,13 @@ def push_wheel(
     auth = (user, password) if user and password is not None else None
 
     path = Path(path)
-    digests = file_digests(path, ("sha256", "md5"))
+    digests = read_digests(path, ("sha256", "md5"))
     info = inspect_wheel(path, sha256=digests["sha256"])
 
     client = _Client(clean_url, auth, retries, backoff, timeout, session, sleep)
     if simple_url:
         validate.http_url(simple_url, "simple URL")
-        target = Target(clean_url, simple_url if simple_url.endswith("/") else simple_url + "/")
+        target = UploadTarget(clean_url, simple_url if simple_url.endswith("/") else simple_url + "/")
     else:
         target = client.detect_target()
 

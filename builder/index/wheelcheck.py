@@ -17,8 +17,9 @@ import stat
 import zipfile
 from pathlib import Path
 
-from builder.errors import IndexError_
-from builder.index.wheelmeta import CHUNK, WheelName, normalize_name, unreadable_wheel
+from builder.errors import PackageIndexError
+from builder.files import CHUNK
+from builder.index.wheelmeta import WheelName, normalize_name, unreadable_wheel
 
 # PEP 427: RECORD hashes use sha256 or stronger; md5/sha1 are refused.
 _RECORD_ALGORITHMS = {"sha256", "sha384", "sha512"}
@@ -55,7 +56,7 @@ def _dist_prefix(top: str) -> tuple[str, str] | None:
 
 
 def check_wheel_contents(path: Path, wheel: WheelName, shown: Path | str | None = None) -> None:
-    """Raise IndexError_ naming ``shown`` (the user's file) and the offending entry."""
+    """Raise PackageIndexError naming ``shown`` (the user's file) and the offending entry."""
     label = shown or path
     try:
         with zipfile.ZipFile(path) as zf:
@@ -72,12 +73,12 @@ def check_wheel_contents(path: Path, wheel: WheelName, shown: Path | str | None 
                 if problem is None and dist is None and top.endswith((".dist-info", ".data")):
                     problem = "a file posing as a .dist-info/.data directory"
                 if problem:
-                    raise IndexError_(f"{label}: refusing entry {info.filename!r}: {problem}",
-                                      "the wheel would not install safely; rebuild it")
+                    raise PackageIndexError(f"{label}: refusing entry {info.filename!r}: {problem}",
+                                            "the wheel would not install safely; rebuild it")
                 if dist and dist[1] == "dist-info" and info.filename == f"{top}/RECORD":
                     own_dist_info = top
             if own_dist_info is None:
-                raise IndexError_(f"{label}: no .dist-info/RECORD entry", "a wheel must list its files in RECORD")
+                raise PackageIndexError(f"{label}: no .dist-info/RECORD entry", "a wheel must list its files in RECORD")
             _check_record(zf, own_dist_info, label)
     except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, EOFError, OSError) as exc:
         raise unreadable_wheel(exc, label) from None
@@ -98,17 +99,17 @@ def _check_record(zf: zipfile.ZipFile, dist_info: str, label: Path | str) -> Non
             continue
         spec = recorded.get(name)
         if not spec:
-            raise IndexError_(f"{label}: entry {name!r} has no hash in {dist_info}/RECORD",
-                              "the wheel would not install with pip; rebuild it")
+            raise PackageIndexError(f"{label}: entry {name!r} has no hash in {dist_info}/RECORD",
+                                    "the wheel would not install with pip; rebuild it")
         algorithm, _, expected = spec.partition("=")
         if algorithm not in _RECORD_ALGORITHMS:
-            raise IndexError_(f"{label}: entry {name!r} is recorded with hash {algorithm!r}",
-                              "RECORD must use sha256 or stronger")
+            raise PackageIndexError(f"{label}: entry {name!r} is recorded with hash {algorithm!r}",
+                                    "RECORD must use sha256 or stronger")
         digest = hashlib.new(algorithm)
         with zf.open(info) as fh:
             while chunk := fh.read(CHUNK):
                 digest.update(chunk)
         actual = base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode()
         if actual != expected.rstrip("="):
-            raise IndexError_(f"{label}: entry {name!r} does not match its RECORD hash",
-                              "the wheel was modified after it was built; rebuild it")
+            raise PackageIndexError(f"{label}: entry {name!r} does not match its RECORD hash",
+                                    "the wheel was modified after it was built; rebuild it")

@@ -3,12 +3,11 @@
 The index and the upload client both need the same few facts about a wheel, and both
 must refuse a file that only *looks* like one (a renamed tarball, a truncated copy, a
 name whose METADATA disagrees with its file name). Everything here reads; nothing writes.
-A bad file becomes an :class:`IndexError_` naming the file, never a zipfile traceback.
+A bad file becomes a :class:`PackageIndexError` naming the file, never a zipfile traceback.
 """
 
 from __future__ import annotations
 
-import hashlib
 import re
 import zipfile
 from dataclasses import dataclass
@@ -18,9 +17,9 @@ from pathlib import Path
 from packaging.utils import InvalidWheelFilename, canonicalize_version, parse_wheel_filename
 
 from builder import validate
-from builder.errors import IndexError_, ValidationError
+from builder.errors import PackageIndexError, ValidationError
+from builder.files import file_digests
 
-CHUNK = 1024 * 1024
 # METADATA is a few KiB; a huge one means a hostile or broken file, not a long README.
 MAX_METADATA_BYTES = 16 * 1024 * 1024
 _NORMALIZE = re.compile(r"[-_.]+")
@@ -80,11 +79,11 @@ def parse_filename(filename: str) -> WheelName:
     try:
         validate.wheel_filename(filename, "wheel file name")
     except ValidationError as exc:
-        raise IndexError_(exc.message, "pass a file named name-version-pytag-abitag-platform.whl") from None
+        raise PackageIndexError(exc.message, "pass a file named name-version-pytag-abitag-platform.whl") from None
     try:
         parse_wheel_filename(filename)
     except InvalidWheelFilename as exc:
-        raise IndexError_(f"{filename!r} is not a valid wheel file name: {exc}") from None
+        raise PackageIndexError(f"{filename!r} is not a valid wheel file name: {exc}") from None
     stem = filename[: -len(".whl")]
     parts = stem.split("-")
     if len(parts) == 6:
@@ -106,7 +105,7 @@ def read_metadata(path: Path, wheel: WheelName) -> CoreMetadata:
             member = _metadata_member(zf, wheel, path)
             info = zf.getinfo(member)
             if info.file_size > MAX_METADATA_BYTES:
-                raise IndexError_(f"{path}: {member} is {info.file_size} bytes, too large for METADATA")
+                raise PackageIndexError(f"{path}: {member} is {info.file_size} bytes, too large for METADATA")
             raw = zf.read(member)
     except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, EOFError, OSError) as exc:
         raise unreadable_wheel(exc, path, "the wheel's METADATA") from None
@@ -119,24 +118,24 @@ def read_metadata(path: Path, wheel: WheelName) -> CoreMetadata:
     if not name or not version or not metadata_version:
         missing = [f for f, v in (("Name", name), ("Version", version),
                                   ("Metadata-Version", metadata_version)) if not v]
-        raise IndexError_(f"{path}: METADATA lacks {', '.join(missing)}")
+        raise PackageIndexError(f"{path}: METADATA lacks {', '.join(missing)}")
     if normalize_name(name) != wheel.normalized:
-        raise IndexError_(f"{path}: METADATA names project {name!r} but the file name says {wheel.name!r}")
+        raise PackageIndexError(f"{path}: METADATA names project {name!r} but the file name says {wheel.name!r}")
     if canonicalize_version(version) != canonicalize_version(wheel.version.replace("_", "-")):
-        raise IndexError_(f"{path}: METADATA says version {version!r} but the file name says {wheel.version!r}")
+        raise PackageIndexError(f"{path}: METADATA says version {version!r} but the file name says {wheel.version!r}")
     requires_dist = tuple(v.strip() for v in headers.get_all("Requires-Dist") or [])
     return CoreMetadata(name, version, metadata_version, requires_python, requires_dist)
 
 
-def unreadable_wheel(exc: BaseException, label: Path | str, what: str = "the wheel") -> IndexError_:
+def unreadable_wheel(exc: BaseException, label: Path | str, what: str = "the wheel") -> PackageIndexError:
     """One error for a wheel whose zip cannot be read (not a zip, an unsupported feature,
     an I/O error), naming the user's file ``label`` and ``what`` was being read."""
     if isinstance(exc, zipfile.BadZipFile):
-        return IndexError_(f"{label} is not a wheel: not a valid zip file ({exc})",
-                           "the file may be truncated or corrupt; rebuild or re-download it")
+        return PackageIndexError(f"{label} is not a wheel: not a valid zip file ({exc})",
+                                 "the file may be truncated or corrupt; rebuild or re-download it")
     if isinstance(exc, OSError):
-        return IndexError_(f"{label}: cannot read the file ({exc.strerror or exc})")
-    return IndexError_(f"{label}: cannot read {what} ({exc})")
+        return PackageIndexError(f"{label}: cannot read the file ({exc.strerror or exc})")
+    return PackageIndexError(f"{label}: cannot read {what} ({exc})")
 
 
 def _metadata_member(zf: zipfile.ZipFile, wheel: WheelName, path: Path) -> str:
@@ -150,25 +149,16 @@ def _metadata_member(zf: zipfile.ZipFile, wheel: WheelName, path: Path) -> str:
     chosen = matching or candidates
     if len(chosen) != 1:
         what = "no" if not chosen else f"{len(chosen)}"
-        raise IndexError_(f"{path} is not a wheel: {what} top-level *.dist-info/METADATA found")
+        raise PackageIndexError(f"{path} is not a wheel: {what} top-level *.dist-info/METADATA found")
     return chosen[0]
 
 
-def file_digests(path: Path, algorithms: tuple[str, ...] = ("sha256",)) -> dict[str, str]:
-    """Hex digests of a file, read once in 1 MiB chunks (torch wheels are GiBs)."""
-    hashers = {a: hashlib.new(a) for a in algorithms}
+def read_digests(path: Path, algorithms: tuple[str, ...] = ("sha256",)) -> dict[str, str]:
+    """Hex digests of a wheel file (one read, builder.files), a read error as the index's error."""
     try:
-        with open(path, "rb") as fh:
-            while chunk := fh.read(CHUNK):
-                for h in hashers.values():
-                    h.update(chunk)
+        return file_digests(path, algorithms)
     except OSError as exc:
-        raise IndexError_(f"{path}: cannot read the file ({exc.strerror or exc})") from None
-    return {a: h.hexdigest() for a, h in hashers.items()}
-
-
-def sha256_file(path: Path) -> str:
-    return file_digests(path)["sha256"]
+        raise unreadable_wheel(exc, path) from None
 
 
 def inspect_wheel(path: Path, sha256: str | None = None, filename: str | None = None) -> WheelInfo:
@@ -179,9 +169,9 @@ def inspect_wheel(path: Path, sha256: str | None = None, filename: str | None = 
     path = Path(path)
     wheel = parse_filename(filename or path.name)
     if not path.is_file():
-        raise IndexError_(f"{path}: no such file")
+        raise PackageIndexError(f"{path}: no such file")
     meta = read_metadata(path, wheel)
-    digest = sha256 or sha256_file(path)
+    digest = sha256 or read_digests(path)["sha256"]
     return WheelInfo(
         path=path,
         filename=wheel.filename,

@@ -1,15 +1,8 @@
-"""`builder lock` and `builder wheels --locked`: record, then rebuild, exactly what was installed.
+"""`builder lock` and `builder wheels --locked`: read back, then rebuild, exactly what was installed.
 
 builder.toml pins what the templates name (compilers, Python, build requirements); a
-stage also holds what those pulled in. The lock file (``builder.lock``, JSON, meant to be
-committed) records, read back from the built images rather than from what was asked:
-
-- the base image (reference, ID, registry digests) and the Debian packages in it;
-- per stage: its key, tag and image ID, a digest of its unlocked recipe (so a lock made
-  for another builder.toml is refused), every installed Debian package and version
-  (``dpkg-query -W``), and for the python stage every pip package with the sha256 of the
-  file pip installs (``pip download`` in the stage);
-- the SHAs of the source refs named when locking.
+stage also holds what those pulled in. `builder lock` reads every installed package back
+from the built images into the lock file (builder.repro.lockfile: its records and format).
 
 With ``--locked``, a stage whose existing image holds exactly the locked packages is
 reused; otherwise it is rendered with every apt package (``name=version``) and every pip
@@ -25,136 +18,27 @@ import hashlib
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from packaging.utils import canonicalize_name, parse_sdist_filename, parse_wheel_filename
 
-from builder import __version__, validate
 from builder.config import Config
 from builder.engine import ContainerSpec, Engine
-from builder.errors import BuilderError, BuildError, ValidationError
+from builder.errors import BuildError
+from builder.repro.lockfile import (  # load_lock: pipeline.py imports it from here
+    BaseLock,
+    Lock,
+    LockError,
+    PipPin,
+    SourceLock,
+    StageLock,
+    load_lock,
+)
 from builder.repro.manifest import redact_url
 from builder.stages.images import StageResult, build_stages
 from builder.stages.plan import StageSpec, apt_url, render_stage
 
-LOCK_VERSION = 1
-DEFAULT_LOCK = "builder.lock"
 _PIP_SELF = {"pip"}  # comes with the interpreter's ensurepip, pinned by the python package
-
-
-class LockError(BuilderError):
-    """builder.lock cannot be honoured (stale, unreadable, not installable, ref moved)."""
-
-
-@dataclass(frozen=True)
-class PipPin:
-    version: str
-    sha256: str = ""  # empty for pip itself, which the venv brings
-
-
-@dataclass(frozen=True)
-class StageLock:
-    name: str
-    key: str
-    tag: str
-    image_id: str
-    spec_digest: str
-    apt: dict[str, str]
-    pip: dict[str, PipPin] = field(default_factory=dict)
-
-
-@dataclass(frozen=True)
-class BaseLock:
-    ref: str
-    image_id: str
-    digests: list[str]
-    apt: dict[str, str]
-
-
-@dataclass(frozen=True)
-class SourceLock:
-    url: str
-    ref: str
-    sha: str
-
-
-@dataclass(frozen=True)
-class Lock:
-    base: BaseLock
-    stages: dict[str, StageLock]
-    sources: dict[str, SourceLock] = field(default_factory=dict)
-    # Per recipe: the deps layer of its locked source (build requirements from the commit).
-    deps: dict[str, StageLock] = field(default_factory=dict)
-    builder_version: str = __version__
-    version: int = LOCK_VERSION
-
-
-# ------------------------------------------------------------------------ file format
-def lock_to_json(lock: Lock) -> str:
-    return json.dumps(dataclasses.asdict(lock), indent=2, sort_keys=True) + "\n"
-
-
-def lock_from_json(text: str, where: str = DEFAULT_LOCK) -> Lock:
-    try:
-        data = json.loads(text)
-        if data.get("version") != LOCK_VERSION:
-            raise LockError(f"{where}: lock format {data.get('version')!r}, this builder reads {LOCK_VERSION}",
-                            "re-create it with `builder lock`")
-        stages = {name: StageLock(**{**s, "pip": {k: PipPin(**v) for k, v in s.get("pip", {}).items()}})
-                  for name, s in data["stages"].items()}
-        deps = {name: StageLock(**{**s, "pip": {k: PipPin(**v) for k, v in s.get("pip", {}).items()}})
-                for name, s in data.get("deps", {}).items()}
-        lock = Lock(base=BaseLock(**data["base"]), stages=stages, deps=deps,
-                    sources={k: SourceLock(**v) for k, v in data.get("sources", {}).items()},
-                    builder_version=data.get("builder_version", ""), version=data["version"])
-        _check_values(lock)
-        return lock
-    except LockError:
-        raise
-    except ValidationError as exc:
-        raise LockError(f"{where}: {exc.message}", "re-create it with `builder lock`") from None
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise LockError(f"{where} is not a valid builder lock file ({type(exc).__name__}: {exc})",
-                        "re-create it with `builder lock`") from None
-
-
-_DEB_NAME = re.compile(r"^[a-z0-9][a-z0-9+.-]*$")
-
-
-def _check_values(lock: Lock) -> None:
-    """Every value that reaches a Dockerfile line has the shape it should (the file is
-    committed and edited by people; the templates quote, this refuses nonsense early)."""
-    for where, apt in [("base", lock.base.apt), *((n, s.apt) for n, s in lock.stages.items())]:
-        for name, version in apt.items():
-            if not _DEB_NAME.match(name):
-                raise ValidationError(f"{where}: {name!r} is not a Debian package name")
-            validate.deb_version(version, f"{where}: {name} version")
-    for name, stage in [*lock.stages.items(), *((f"deps {n}", s) for n, s in lock.deps.items())]:
-        for project, pin in stage.pip.items():
-            validate.package_name(project, f"{name}: pip package")
-            validate.py_version(pin.version, f"{name}: {project} version")
-            if pin.sha256 and not re.fullmatch(r"[0-9a-f]{64}", pin.sha256):
-                raise ValidationError(f"{name}: {project} sha256 {pin.sha256!r} is not 64 hex digits")
-    for recipe, source in lock.sources.items():
-        validate.sha(source.sha, f"sources: {recipe} sha")
-
-
-def load_lock(path: Path | str) -> Lock:
-    path = Path(path)
-    try:
-        text = path.read_text()
-    except OSError as exc:
-        raise LockError(f"cannot read the lock file {path}: {exc.strerror or exc}",
-                        "create it with `builder lock`, or pass --lock-file") from None
-    return lock_from_json(text, str(path))
-
-
-def write_lock(lock: Lock, path: Path | str) -> None:
-    path = Path(path)
-    tmp = path.with_name(f".{path.name}.tmp")
-    tmp.write_text(lock_to_json(lock))
-    tmp.replace(path)
 
 
 # ------------------------------------------------------------------------ pure helpers
@@ -216,10 +100,14 @@ def locked_spec(spec: StageSpec, stage: StageLock, parent_apt: dict[str, str]) -
                         "run `builder lock` again after changing pins")
     delta = apt_delta(stage.apt, parent_apt)
     apt_lock = [f"{name}={version}" for name, version in delta.items() if name not in spec.pins]
-    pip_lock = [{"spec": f"{name}=={pin.version}", "hash": f"sha256:{pin.sha256}"}
-                for name, pin in sorted(stage.pip.items()) if pin.sha256]
-    return dataclasses.replace(spec, context={**spec.context, "apt_lock": apt_lock, "pip_lock": pip_lock},
+    return dataclasses.replace(spec, context={**spec.context, "apt_lock": apt_lock, "pip_lock": pip_lock(stage)},
                                pins={**spec.pins, **delta})
+
+
+def pip_lock(stage: StageLock) -> list[dict[str, str]]:
+    """The stage's pip requirements as the template pins them: ``name==version`` with its hash."""
+    return [{"spec": f"{name}=={pin.version}", "hash": f"sha256:{pin.sha256}"}
+            for name, pin in sorted(stage.pip.items()) if pin.sha256]
 
 
 def differences(want_apt: dict[str, str], have_apt: dict[str, str], want_pip: dict[str, PipPin] | None = None,
@@ -427,7 +315,9 @@ def build_locked_deps(engine: Engine, cfg: Config, recipe: str, lock: Lock, spec
     if image_id and _holds(engine, plain.tag, locked):
         report(spec.name, "reused")
         return StageResult(spec.name, plain.key, plain.tag, image_id, True, 0.0)
-    pip_lock = [{"spec": f"{name}=={pin.version}", "hash": f"sha256:{pin.sha256}"}
-                for name, pin in sorted(locked.pip.items()) if pin.sha256]
-    pinned = dataclasses.replace(spec, context={**spec.context, "pip_lock": pip_lock})
+    pinned = dataclasses.replace(spec, context={**spec.context, "pip_lock": pip_lock(locked)})
     return _build_pinned(engine, cfg, pinned, locked, report, logs_dir, parent.tag, parent.image_id)
+
+
+__all__ = ["build_locked_deps", "build_locked_stages", "check_sources", "load_lock", "make_deps_lock",
+           "make_lock"]

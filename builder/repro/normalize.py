@@ -27,13 +27,14 @@ import csv
 import hashlib
 import io
 import os
-import tempfile
 import time
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
+from typing import BinaryIO
 
 from builder.errors import BuildError
+from builder.files import CHUNK, replace_durably, sha256_file, temp_beside
 
 # Bumped whenever the rewrite changes the bytes it writes: part of every wheel key, so a
 # changed normalizer never reuses a wheel the old one wrote.
@@ -45,7 +46,6 @@ FILE_MODE = 0o644
 EXEC_MODE = 0o755
 _S_IFREG = 0o100000
 _SIGNATURES = ("RECORD.jws", "RECORD.p7s")
-_CHUNK = 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -128,14 +128,15 @@ def _copy_entry(src: zipfile.ZipFile, name: str, dst: zipfile.ZipFile, info: zip
     """Stream one entry (never a whole multi-GiB library in memory); its RECORD digest."""
     digest = hashlib.sha256()
     with src.open(name) as fin, dst.open(info, "w") as fout:
-        while chunk := fin.read(_CHUNK):
+        while chunk := fin.read(CHUNK):
             digest.update(chunk)
             fout.write(chunk)
     return "sha256=" + base64.urlsafe_b64encode(digest.digest()).rstrip(b"=").decode("ascii")
 
 
-def write_normalized(wheel: Path, dest: Path, source_date_epoch: int) -> int:
-    """Write the normalized form of ``wheel`` to ``dest``; returns the number of entries."""
+def write_normalized(wheel: Path, dest: Path | BinaryIO, source_date_epoch: int) -> int:
+    """Write the normalized form of ``wheel`` to ``dest`` (a path or a binary file); returns
+    the number of entries."""
     try:
         with zipfile.ZipFile(wheel) as src:
             infos = [i for i in src.infolist() if not i.is_dir()]
@@ -166,26 +167,19 @@ def write_normalized(wheel: Path, dest: Path, source_date_epoch: int) -> int:
     return len(rows) + 1
 
 
-def _sha256(path: Path) -> str:
-    digest = hashlib.sha256()
-    with path.open("rb") as fh:
-        while chunk := fh.read(_CHUNK):
-            digest.update(chunk)
-    return digest.hexdigest()
-
-
 def normalize_wheel(wheel: Path | str, source_date_epoch: int) -> NormalizedWheel:
     """Rewrite ``wheel`` in place (temp file beside it + rename: no reader sees half a file)."""
     path = Path(wheel)
-    fd, name = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".part", dir=path.parent)
-    os.close(fd)
-    tmp = Path(name)
+    fd, tmp = temp_beside(path)
     try:
-        entries = write_normalized(path, tmp, source_date_epoch)
-        digest, before = _sha256(tmp), _sha256(path)
+        with os.fdopen(fd, "wb") as out:
+            entries = write_normalized(path, out, source_date_epoch)
+            out.flush()
+            os.fsync(out.fileno())
+        digest, before = sha256_file(tmp), sha256_file(path)
         if digest != before:
             tmp.chmod(0o644)
-            os.replace(tmp, path)
+            replace_durably(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
     return NormalizedWheel(path, digest, entries, digest != before)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 from builder import __version__
 from builder.config import Config
+from builder.console import Note
 from builder.engine import ContainerSpec, Engine, labels_json
 from builder.errors import BuildError, ConfigError
 from builder.stages.plan import RenderedStage, StageSpec, render_stage, upstream_version
@@ -136,7 +137,7 @@ def pull_as(engine: Engine, registry: str, local: str) -> str | None:
     return image_id
 
 
-def prepare_base(engine: Engine, config: Config, note: Callable[[str], None], cache_from: str | None = None) -> str:
+def prepare_base(engine: Engine, config: Config, note: Note, cache_from: str | None = None) -> str:
     """The base image's ID: local, else pulled from ``cache_from``, else bootstrapped."""
     from builder.stages.bootstrap import bootstrap_base
 
@@ -249,7 +250,7 @@ class Images:
 StageBuilder = Callable[[Engine, Config, list[StageSpec], Reporter, Path, str], list[StageResult]]
 
 
-def bring_up(engine: Engine, config: Config, note: Callable[[str], None], specs: list[StageSpec] | None = None, *,
+def bring_up(engine: Engine, config: Config, note: Note, specs: list[StageSpec] | None = None, *,
              report: Reporter | None = None, force: tuple[str, ...] = (), cache_from: str | None = None,
              build: StageBuilder | None = None) -> Images:
     """The one place images come up: the base (local, pulled from ``cache_from``, or
@@ -267,7 +268,7 @@ def bring_up(engine: Engine, config: Config, note: Callable[[str], None], specs:
 
 
 def push_stages(engine: Engine, config: Config, results: list[StageResult], registry: str,
-                moving_tags: tuple[str, ...], note: Callable[[str], None]) -> list[str]:
+                moving_tags: tuple[str, ...], note: Note) -> list[str]:
     """Push the base image and every stage under its content-key tag, plus moving tags
     (``nightly``, ``nightly-YYYYMMDD``) so humans and CI can find the latest."""
     pushed = []

@@ -88,7 +88,7 @@ class Finding:
 
 
 @dataclass
-class Report:
+class CheckReport:
     findings: list[Finding]
     figures: dict[str, Any]
     exit_code: int = 0
@@ -320,7 +320,7 @@ def host_site(site: str, host_dir: str, root: str = CONTAINER_ROOT) -> str:
     return site
 
 
-def check_output(text: str, host_dir: str, exit_code: int = 0, root: str = CONTAINER_ROOT) -> Report:
+def check_output(text: str, host_dir: str, exit_code: int = 0, root: str = CONTAINER_ROOT) -> CheckReport:
     """Everything the run printed -> the report, with sites mapped to the user's paths."""
     dump = parse_dump(text)
     blocks = parse_blocks(text)
@@ -328,7 +328,7 @@ def check_output(text: str, host_dir: str, exit_code: int = 0, root: str = CONTA
     for finding in found:
         finding.location = host_site(finding.location, host_dir, root)
         finding.detail = finding.detail.replace(root.rstrip("/") + "/", host_dir.rstrip("/") + "/")
-    return Report(found, figures(dump, blocks), exit_code)
+    return CheckReport(found, figures(dump, blocks), exit_code)
 
 
 def is_noise(line: str) -> bool:

@@ -19,6 +19,7 @@ from pathlib import Path
 from packaging.version import InvalidVersion, Version
 
 from builder.config import Config
+from builder.console import Note
 from builder.engine import ContainerSpec, Engine, Mount
 from builder.errors import ConfigError
 from builder.index.directory import DirectoryIndex
@@ -28,7 +29,6 @@ from builder.xla.check import CONTAINER_ROOT, is_noise
 from builder.xla.runner import RUNNER
 
 DEFAULT_VERSION = "2.9.0"
-Note = Callable[[str], None]
 
 
 @dataclass

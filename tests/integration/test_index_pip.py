@@ -13,6 +13,7 @@ import signal
 import socket
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from html.parser import HTMLParser
@@ -181,7 +182,7 @@ def test_served_index_installs_refuses_uploads_and_stops_on_sigint(
 
 def test_twine_upload_to_auth_server_is_visible_to_file_users(tmp_path: Path, venv: Path) -> None:
     """pypiserver writes the upload into files/; builder regenerates simple/ under the index
-    lock, so pip through file:// (no find-links, no config) installs what twine uploaded."""
+    mutex, so pip through file:// (no find-links, no config) installs what twine uploaded."""
     from passlib.apache import HtpasswdFile
 
     index = DirectoryIndex(tmp_path / "index")
@@ -194,6 +195,14 @@ def test_twine_upload_to_auth_server_is_visible_to_file_users(tmp_path: Path, ve
                              "--host", "127.0.0.1", "--dir", str(index.root), "--auth", str(tmp_path / "htpasswd")],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     base = f"http://127.0.0.1:{port}"
+    err_lines: list[str] = []  # read as they come: the test waits for a line, not a sleep
+
+    def read_err() -> None:
+        for line in proc.stderr:
+            err_lines.append(line)
+
+    reader = threading.Thread(target=read_err, daemon=True)
+    reader.start()
     try:
         deadline = time.monotonic() + 30
         while True:
@@ -210,16 +219,22 @@ def test_twine_upload_to_auth_server_is_visible_to_file_users(tmp_path: Path, ve
                                  "--repository-url", f"{base}/", "-u", "uploader", "-p", "s3cret", str(wheel)],
                                 capture_output=True, text=True, timeout=120, env=clean_env())
         assert upload.returncode == 0, upload.stdout + upload.stderr
-        page = index.simple_dir / "uploaded-probe" / "index.html"
+        # Project pages are written first, the root's index.json last, then the line: wait for
+        # both, so the Ctrl-C below never cuts a regeneration short (an upload still growing
+        # may also have triggered one that did not list it yet).
+        root_json = index.simple_dir / "index.json"
         deadline = time.monotonic() + 15
-        while not (page.is_file() and wheel.name in page.read_text()):
-            assert time.monotonic() < deadline, "simple/ pages do not list the uploaded wheel"
+        while not ("uploaded-probe" in root_json.read_text()
+                   and any("index pages regenerated" in line for line in err_lines)):
+            assert time.monotonic() < deadline, f"simple/ does not list the upload: {''.join(err_lines)}"
             time.sleep(0.2)
+        page = index.simple_dir / "uploaded-probe" / "index.html"
+        assert page.is_file() and wheel.name in page.read_text(), "simple/ pages do not list the uploaded wheel"
         assert "uploaded-probe" in (index.simple_dir / "index.html").read_text()
     finally:
         proc.send_signal(signal.SIGINT)
-        out, err = proc.communicate(timeout=20)
-    assert "index pages regenerated" in err
+        proc.wait(timeout=20)
+        reader.join(timeout=5)
 
     done = pip("install", "--no-deps", "--index-url", index.simple_url(), "uploaded-probe==3.1", python=venv)
     assert done.returncode == 0, done.stdout + done.stderr

@@ -16,7 +16,7 @@ from typer.testing import CliRunner
 
 import builder.cli.index  # noqa: F401  (registers the commands on `app`)
 from builder.cli.main import app
-from builder.errors import IndexError_, ValidationError
+from builder.errors import PackageIndexError, ValidationError
 from builder.index.directory import DirectoryIndex
 from builder.index.serve import server_command
 from tests.helpers_wheels import make_wheel
@@ -128,7 +128,7 @@ def test_different_bytes_under_the_same_name_are_refused(index: DirectoryIndex, 
     index.add(original, manifest={"build_key": "old"})
     page_before = (index.simple_dir / "foo-bar" / "index.html").read_text()
 
-    with pytest.raises(IndexError_, match="already published with different bytes") as exc:
+    with pytest.raises(PackageIndexError, match="already published with different bytes") as exc:
         index.add(rebuilt)
     assert "--replace" in str(exc.value)
     assert sha256(index.files_dir / original.name) == sha256(original)
@@ -156,9 +156,9 @@ def test_replace_overwrites_and_updates_the_page(index: DirectoryIndex, tmp_path
 ])
 def test_path_traversal_names_are_refused(index: DirectoryIndex, src: Path, name: str) -> None:
     index.add(make_wheel(src, "Foo", "1.0"))
-    with pytest.raises(IndexError_, match="bare wheel file name|not a valid wheel"):
+    with pytest.raises(PackageIndexError, match="bare wheel file name|not a valid wheel"):
         index.manifest(name)
-    with pytest.raises(IndexError_):
+    with pytest.raises(PackageIndexError):
         index.file_url(name)
 
 
@@ -166,11 +166,11 @@ def test_hidden_or_bad_file_names_cannot_be_added(index: DirectoryIndex, src: Pa
     good = make_wheel(src, "Foo", "1.0")
     hidden = tmp_path / ".Foo-1.0-py3-none-any.whl"
     hidden.write_bytes(good.read_bytes())
-    with pytest.raises(IndexError_, match="bare wheel file name"):
+    with pytest.raises(PackageIndexError, match="bare wheel file name"):
         index.add(hidden)
     not_wheel = tmp_path / "Foo-1.0.tar.gz"
     not_wheel.write_bytes(b"x")
-    with pytest.raises(IndexError_):
+    with pytest.raises(PackageIndexError):
         index.add(not_wheel)
     assert index.entries() == []
 
@@ -180,7 +180,7 @@ def test_corrupt_wheel_is_refused_and_leaves_nothing_behind(index: DirectoryInde
     index.add(make_wheel(src, "Foo", "1.0"))
     bad = tmp_path / "Foo-2.0-py3-none-any.whl"
     bad.write_bytes(b"PK\x03\x04 not really a zip")
-    with pytest.raises(IndexError_, match="not a wheel"):
+    with pytest.raises(PackageIndexError, match="not a wheel"):
         index.add(bad)
     assert sorted(p.name for p in index.files_dir.iterdir()) == ["Foo-1.0-py3-none-any.whl"]
     assert no_temp_files(index.root)
@@ -196,7 +196,7 @@ def test_manifest_and_find_by_key(index: DirectoryIndex, src: Path) -> None:
     assert index.find_by_key("bbb").filename == "torch_xla-2.5.0-py3-none-any.whl"  # type: ignore[union-attr]
     assert index.find_by_key("nope") is None
     assert index.manifest("torch-2.6.0-py3-none-any.whl") is None
-    with pytest.raises(IndexError_, match="not in the index"):
+    with pytest.raises(PackageIndexError, match="not in the index"):
         index.manifest("torch-9.9-py3-none-any.whl")
     with pytest.raises(ValidationError):
         index.add(make_wheel(src, "x", "1"), manifest={"bad": object()})  # type: ignore[dict-item]
@@ -323,5 +323,5 @@ def test_annotate_records_a_check_in_the_manifest(index: DirectoryIndex, src: Pa
     index.annotate(wheel.name, "xla_smoke", {"compiles": 1, "executions": 6})
     assert index.manifest(wheel.name) == {"build_key": "k1", "xla_smoke": {"compiles": 1, "executions": 6}}
     assert sha256(index.files_dir / wheel.name) == before
-    with pytest.raises(IndexError_):
+    with pytest.raises(PackageIndexError):
         index.annotate("Other-1.0-py3-none-any.whl", "x", 1)

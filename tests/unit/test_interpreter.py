@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from builder.index.deps import runtime_requirements, target_tags
-from builder.index.fetch import Sources, resolve_command
+from builder.index.resolve import Sources, resolve_command
 from builder.interpreter import Interpreter, host_machine
 
 

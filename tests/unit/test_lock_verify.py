@@ -11,22 +11,24 @@ import pytest
 from builder.build.verify import diff_wheels, entry_digests
 from builder.config import load_config
 from builder.repro.lock import (
+    apt_delta,
+    check_sources,
+    differences,
+    install_failures,
+    locked_spec,
+    parse_hashes,
+    parse_inspection,
+    spec_digest,
+)
+from builder.repro.lockfile import (
     BaseLock,
     Lock,
     LockError,
     PipPin,
     SourceLock,
     StageLock,
-    apt_delta,
-    check_sources,
-    differences,
-    install_failures,
     lock_from_json,
     lock_to_json,
-    locked_spec,
-    parse_hashes,
-    parse_inspection,
-    spec_digest,
 )
 from builder.repro.normalize import normalize_wheel
 from builder.stages.plan import image_stages, render_stage

@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.errors import IndexError_
+from builder.errors import PackageIndexError
 from builder.index.directory import DirectoryIndex
 from builder.index.wheelcheck import entry_name_problem
 from tests.helpers_wheels import make_wheel
@@ -67,7 +67,7 @@ ENTRY = {"parent": "../../../../tmp/evil.py", "absolute": "/etc/cron.d/evil", "s
 def test_hostile_wheel_is_refused_naming_the_file_and_entry(case: str, good: Path, tmp_path: Path):
     hostile = CASES[case](good)
     index = DirectoryIndex(tmp_path / "index")
-    with pytest.raises(IndexError_) as caught:
+    with pytest.raises(PackageIndexError) as caught:
         index.add(hostile)
     message = str(caught.value)
     assert str(hostile) in message and ENTRY[case] in message, message
@@ -79,7 +79,7 @@ def test_hostile_wheel_is_refused_naming_the_file_and_entry(case: str, good: Pat
 def test_metadata_disagreeing_with_the_file_name_names_the_users_file(good: Path, tmp_path: Path):
     renamed = good.with_name("other-1.0-py3-none-any.whl")
     good.rename(renamed)
-    with pytest.raises(IndexError_) as caught:
+    with pytest.raises(PackageIndexError) as caught:
         DirectoryIndex(tmp_path / "index").add(renamed)
     assert str(renamed) in str(caught.value) and ".part" not in str(caught.value)
     assert not (tmp_path / "index" / "files").exists() or list((tmp_path / "index" / "files").iterdir()) == []

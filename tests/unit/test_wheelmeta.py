@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from builder.errors import IndexError_
+from builder.errors import PackageIndexError
 from builder.index.wheelmeta import (
-    file_digests,
     inspect_wheel,
     normalize_name,
     parse_filename,
+    read_digests,
 )
 from tests.helpers_wheels import make_wheel
 
@@ -40,7 +40,7 @@ def test_parse_filename_splits_tags_and_build() -> None:
     "Foo-1.0-py3-none-any.whl;rm -rf", "",
 ])
 def test_parse_filename_refuses_paths_and_non_wheels(bad: str) -> None:
-    with pytest.raises(IndexError_):
+    with pytest.raises(PackageIndexError):
         parse_filename(bad)
 
 
@@ -61,26 +61,24 @@ def test_inspect_wheel_without_requires_python(tmp_path: Path) -> None:
     assert info.requires_python is None
 
 
-def test_file_digests_match_hashlib(tmp_path: Path) -> None:
-    path = tmp_path / "blob"
-    data = bytes(range(256)) * 9000  # > 1 chunk boundary is not needed; several KiB is enough
-    path.write_bytes(data)
-    got = file_digests(path, ("sha256", "md5"))
-    assert got == {"sha256": hashlib.sha256(data).hexdigest(), "md5": hashlib.md5(data).hexdigest()}
+def test_an_unreadable_file_is_the_index_error_naming_it(tmp_path: Path) -> None:
+    missing = tmp_path / "gone-1.0-py3-none-any.whl"
+    with pytest.raises(PackageIndexError, match=f"{missing}: cannot read the file"):
+        read_digests(missing, ("sha256", "md5"))
 
 
 def test_corrupt_zip_is_a_clear_error(tmp_path: Path) -> None:
     good = make_wheel(tmp_path / "src", "Foo", "1.0")
     bad = tmp_path / good.name
     bad.write_bytes(good.read_bytes()[: good.stat().st_size // 2])  # truncated: no central directory
-    with pytest.raises(IndexError_, match="not a valid zip file"):
+    with pytest.raises(PackageIndexError, match="not a valid zip file"):
         inspect_wheel(bad)
 
 
 def test_text_file_named_like_a_wheel_is_refused(tmp_path: Path) -> None:
     bad = tmp_path / "Foo-1.0-py3-none-any.whl"
     bad.write_text("this is not a zip\n")
-    with pytest.raises(IndexError_, match="is not a wheel"):
+    with pytest.raises(PackageIndexError, match="is not a wheel"):
         inspect_wheel(bad)
 
 
@@ -88,7 +86,7 @@ def test_zip_without_dist_info_is_refused(tmp_path: Path) -> None:
     bad = tmp_path / "Foo-1.0-py3-none-any.whl"
     with zipfile.ZipFile(bad, "w") as zf:
         zf.writestr("foo/__init__.py", "")
-    with pytest.raises(IndexError_, match=r"no top-level \*\.dist-info/METADATA"):
+    with pytest.raises(PackageIndexError, match=r"no top-level \*\.dist-info/METADATA"):
         inspect_wheel(bad)
 
 
@@ -97,7 +95,7 @@ def test_metadata_name_must_match_file_name(tmp_path: Path) -> None:
     renamed = tmp_path / "Bar-1.0-py3-none-any.whl"
     renamed.write_bytes(good.read_bytes())
     # The .dist-info is Foo's, so the lookup by file name finds Foo's METADATA and refuses.
-    with pytest.raises(IndexError_, match="METADATA names project 'Foo'"):
+    with pytest.raises(PackageIndexError, match="METADATA names project 'Foo'"):
         inspect_wheel(renamed)
 
 
@@ -105,12 +103,12 @@ def test_metadata_version_must_match_file_name(tmp_path: Path) -> None:
     good = make_wheel(tmp_path / "src", "Foo", "1.0")
     renamed = tmp_path / "Foo-2.0-py3-none-any.whl"
     renamed.write_bytes(good.read_bytes())
-    with pytest.raises(IndexError_, match="METADATA says version '1.0'"):
+    with pytest.raises(PackageIndexError, match="METADATA says version '1.0'"):
         inspect_wheel(renamed)
 
 
 def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
-    with pytest.raises(IndexError_, match="no such file"):
+    with pytest.raises(PackageIndexError, match="no such file"):
         inspect_wheel(tmp_path / "Foo-1.0-py3-none-any.whl")
 
 

@@ -13,7 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from builder.index.fetch import Sources, cache_record_valid, parse_report, resolve_command, sources_for
+from builder.index.download import cache_record_valid
+from builder.index.resolve import Sources, parse_report, resolve_command, sources_for
 from builder.recipes.xla_smoke import SmokeFigures, image_key, parse_figures, result_key, verdict
 from builder.xla.check import (
     CONTAINER_ROOT,
