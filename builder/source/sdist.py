@@ -18,7 +18,6 @@ import posixpath
 import re
 import shutil
 import tarfile
-import tempfile
 import zipfile
 from dataclasses import dataclass
 from pathlib import Path
@@ -30,6 +29,7 @@ from packaging.utils import InvalidSdistFilename, canonicalize_name, parse_sdist
 from packaging.version import InvalidVersion, Version
 
 from builder.errors import BuildError, ConfigError
+from builder.files import replace_durably, sha256_file, temp_beside
 from builder.source.buildreqs import (
     BAZEL_VERSION_FILE,
     PYPROJECT,
@@ -149,7 +149,7 @@ def resolve_sdist(project: str, version: str, index_url: str, cache_dir: Path) -
         raise BuildError(f"the package index gives no sha256 for {found.filename} ({found.url})",
                          "builder only builds sources it can check; use an index that publishes hashes")
     path = cache_dir / found.sha256 / found.filename
-    if not (path.is_file() and _file_sha256(path) == found.sha256):
+    if not (path.is_file() and sha256_file(path) == found.sha256):
         _download(found, path)
     return Sdist(project, version, found.url, found.sha256, path)
 
@@ -165,7 +165,7 @@ def fetch_sdist(url: str, sha256: str, cache_dir: Path) -> Sdist:
     if not _SHA256.match(sha256):
         raise BuildError(f"{sha256!r} is not a sha256 (the recorded hash of {filename})")
     path = cache_dir / sha256 / filename
-    if not (path.is_file() and _file_sha256(path) == sha256):
+    if not (path.is_file() and sha256_file(path) == sha256):
         _download(IndexFile(filename, url, sha256), path)
     return Sdist(str(name), str(version), url, sha256, path)
 
@@ -177,18 +177,13 @@ def _version_of(filename: str) -> str:
         return ""
 
 
-def _file_sha256(path: Path) -> str:
-    with path.open("rb") as handle:
-        return hashlib.file_digest(handle, "sha256").hexdigest()
-
-
 def _download(file: IndexFile, path: Path) -> None:
-    """Download to a unique temp name next to ``path``, check size and hash, then rename."""
+    """Download to a unique temp name beside ``path`` (builder.files), check size and
+    hash, then rename it durably into place: a reader never sees half an sdist."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    digest = hashlib.sha256()
+    digest = hashlib.sha256()  # hashed while it streams in, so the file is read once
     size = 0
-    handle, tmp_name = tempfile.mkstemp(dir=path.parent, prefix=f".{file.filename}.", suffix=".part")
-    tmp = Path(tmp_name)
+    handle, tmp = temp_beside(path)
     try:
         with os.fdopen(handle, "wb") as out:
             for chunk in _chunks(file.url):
@@ -202,7 +197,7 @@ def _download(file: IndexFile, path: Path) -> None:
         if digest.hexdigest() != file.sha256:
             raise BuildError(f"{file.filename} from {file.url} has sha256 {digest.hexdigest()}, "
                              f"the index says {file.sha256}", "the download or the index is corrupt; not used")
-        os.replace(tmp, path)
+        replace_durably(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
 

@@ -126,7 +126,7 @@ def test_resolve_downloads_once_and_checks_the_hash(index, tmp_path):
     again = resolve_sdist("Torch_Spline.Conv", "1.2.2.0", index.url, cache)  # names normalized, versions PEP 440
     assert again.path == found.path
     assert index.hits["/simple/torch-spline-conv/torch_spline_conv-1.2.2.tar.gz"] == 1  # the cache answered
-    assert not list(found.path.parent.glob(".*part"))
+    assert not list(found.path.parent.glob(".tmp-*"))
 
 
 def test_resolve_reads_pep_691_json(index, tmp_path):
