@@ -143,11 +143,10 @@ def find_libpng():
     # Returns (found, include dir, library dir, library name)
     libpng_config = shutil.which("libpng-config")
     if libpng_config is None:
-        warnings.warn("libpng-config not found")
+        warnings.warn("libpng-config not found", stacklevel=2)
         return False, None, None, None
-    include_dir = (
-        subprocess.run([libpng_config, "--I_opts"], stdout=subprocess.PIPE).stdout.strip().decode("utf-8").split("-I")[1]
-    )
+    i_opts = subprocess.run([libpng_config, "--I_opts"], stdout=subprocess.PIPE).stdout.strip().decode("utf-8")
+    include_dir = i_opts.split("-I")[1]
     library_dir = subprocess.run([libpng_config, "--libdir"], stdout=subprocess.PIPE).stdout.strip().decode("utf-8")
     return True, include_dir, library_dir, "png"
 
@@ -196,7 +195,7 @@ def make_image_extension():
             libraries.append(png_library)
             define_macros += [("PNG_FOUND", 1)]
         else:
-            warnings.warn("Building torchvision without PNG support")
+            warnings.warn("Building torchvision without PNG support", stacklevel=2)
 
     for use, header, library, macro in ((USE_JPEG, "jpeglib.h", "jpeg", "JPEG_FOUND"),
                                         (USE_WEBP, "webp/decode.h", "webp", "WEBP_FOUND")):
@@ -211,10 +210,10 @@ def make_image_extension():
             libraries.append(library)
             define_macros += [(macro, 1)]
         else:
-            warnings.warn(f"Building torchvision without {macro[:-6]} support")
+            warnings.warn(f"Building torchvision without {macro[:-6]} support", stacklevel=2)
 
     if USE_NVJPEG:
-        warnings.warn("Building torchvision without NVJPEG support")  # a CPU build: no CUDA
+        warnings.warn("Building torchvision without NVJPEG support", stacklevel=2)  # CPU: no CUDA
 
     return CppExtension(
         name="torchvision.image",

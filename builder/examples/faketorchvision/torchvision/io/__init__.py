@@ -9,7 +9,7 @@ from ..extension import _load_library
 try:
     _load_library("image")
 except (ImportError, OSError) as e:
-    warnings.warn(f"Failed to load image Python extension: '{e}'")
+    warnings.warn(f"Failed to load image Python extension: '{e}'", stacklevel=2)
 
 
 def image_codecs() -> list:
