@@ -9,9 +9,12 @@ is wanted it is given as a rich ``Text`` style, never as markup in the string.
 from __future__ import annotations
 
 import unicodedata
+from collections.abc import Callable
 
 from rich.console import Console
 from rich.text import Text
+
+Note = Callable[[str], None]  # where a step reports progress: one plain line at a time
 
 out = Console(highlight=False, soft_wrap=True, markup=False, emoji=False)
 err = Console(stderr=True, highlight=False, soft_wrap=True, markup=False, emoji=False)

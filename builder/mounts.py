@@ -6,5 +6,4 @@ SOURCE_ROOT = "/src"  # checkouts: /src/<recipe>; a fixed path keeps compile com
 INDEX_MOUNT = "/index"  # the local package index, read-only
 OUT_MOUNT = "/out"  # the step's private output dir (wheel, stats, logs)
 BAZEL_CACHE_MOUNT = "/bazel-cache"  # Bazel disk cache and bazelisk downloads
-TORCH_CHECKOUT = f"{SOURCE_ROOT}/pytorch"  # the torch checkout torch_xla builds inside (pytorch/xla's layout)
 DIST_CLIENT_CONF = "sccache-dist.conf"  # in the out dir: the sccache-dist client config (SCCACHE_CONF)

@@ -35,8 +35,9 @@ import requests
 
 from builder.errors import BuildError, ConfigError
 
-TOKEN_ENV = "BUILDER_DIST_TOKEN"
 from builder.mounts import DIST_CLIENT_CONF as CLIENT_CONF  # in the step's out dir; SCCACHE_CONF points at it
+
+TOKEN_ENV = "BUILDER_DIST_TOKEN"
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,4 @@
-"""`builder nightly`: build main of torch and torch_xla as dated dev versions.
+"""`builder nightly`: build main of a package set (torch and torch_xla by default) as dated dev versions.
 
 Versions follow upstream nightlies: ``X.Y.Z.devYYYYMMDD`` (torch from its version.txt,
 passed as PYTORCH_BUILD_VERSION; torch_xla the same X.Y.Z through TORCH_XLA_VERSION, so
@@ -12,7 +12,6 @@ from __future__ import annotations
 import datetime as dt
 import json
 import re
-import subprocess
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -21,7 +20,9 @@ from packaging.version import Version
 
 from builder.config import Config
 from builder.errors import BuilderError, BuildError
-from builder.source.refs import git_env, resolve_ref
+from builder.files import atomic_write
+from builder.recipes import get_recipe
+from builder.source.refs import resolve_ref
 from builder.source.mirror import update_mirror
 
 EXIT_BUILT = 0
@@ -33,16 +34,19 @@ EXIT_NOTHING_NEW = 3
 class NightlyPlan:
     date: str
     serial: int
-    torch_sha: str
-    xla_sha: str
-    torch_version: str
-    xla_version: str
+    shas: dict[str, str]  # recipe name -> the head commit built
+    versions: dict[str, str]  # recipe name -> its dated dev version
     nothing_new: bool = False
+
+    @property
+    def version(self) -> str:
+        """The run's version: the first package's (the one the others build against)."""
+        return next(iter(self.versions.values()))
 
 
 @dataclass
 class NightlyState:
-    last: dict[str, str] = field(default_factory=dict)  # {"torch": sha, "xla": sha}
+    last: dict[str, str] = field(default_factory=dict)  # recipe name -> the sha the last nightly built
     runs: dict[str, int] = field(default_factory=dict)  # date -> nightlies built that day
 
     @classmethod
@@ -53,10 +57,7 @@ class NightlyState:
         return cls(last=data.get("last", {}), runs=data.get("runs", {}))
 
     def save(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"last": self.last, "runs": self.runs}, indent=2))
-        tmp.replace(path)
+        atomic_write(path, json.dumps({"last": self.last, "runs": self.runs}, indent=2))
 
 
 def nightly_version(base: str, date: str, serial: int) -> str:
@@ -65,26 +66,25 @@ def nightly_version(base: str, date: str, serial: int) -> str:
     return f"{release}.dev{date}" if serial == 0 else f"{release}.dev{date}{serial:02d}"
 
 
-def base_version(mirror: Path, sha: str) -> str:
-    """torch's ``version.txt`` at ``sha`` (upstream's source of the release number)."""
-    done = subprocess.run(["git", "show", f"{sha}:version.txt"], cwd=mirror, capture_output=True, text=True,
-                          env=git_env())
-    text = done.stdout.strip()
-    if done.returncode != 0 or not re.fullmatch(r"[0-9]+(\.[0-9]+)+[A-Za-z0-9.]*", text):
-        raise BuildError(f"cannot read version.txt at {sha[:12]}", "a torch tree carries version.txt at its root")
-    return text
-
-
-def plan_nightly(cfg: Config, state: NightlyState, today: dt.date, torch_repo: str, xla_repo: str,
+def plan_nightly(cfg: Config, state: NightlyState, today: dt.date, names: list[str], repos: dict[str, str],
                  ref: str = "main") -> NightlyPlan:
-    torch = resolve_ref(torch_repo, ref)
-    xla = resolve_ref(xla_repo, ref)
+    """Heads of ``names`` (build order) and their versions: a package whose recipe names
+    a release number (``Recipe.release_base``: torch's version.txt) takes it; the others
+    take the first one's, so a pair built together pairs (torch_xla X.Y.Z with torch X.Y.Z)."""
     date = today.strftime("%Y%m%d")
     serial = state.runs.get(date, 0)
-    mirror = update_mirror(Path(cfg.data_dir) / "mirrors", torch.url, torch.sha)
-    version = nightly_version(base_version(mirror, torch.sha), date, serial)
-    nothing_new = state.last == {"torch": torch.sha, "xla": xla.sha}
-    return NightlyPlan(date, serial, torch.sha, xla.sha, version, version, nothing_new)
+    shas, versions, first = {}, {}, ""
+    for name in names:
+        resolved = resolve_ref(repos[name], ref)
+        shas[name] = resolved.sha
+        mirror = update_mirror(Path(cfg.data_dir) / "mirrors", resolved.url, resolved.sha)
+        base = get_recipe(name, cfg).release_base(mirror, resolved.sha) or first
+        if not base:
+            raise BuildError(f"{name}: no release number to date a nightly from", "put a package whose recipe reads "
+                             "one (e.g. the one the others build against) first")
+        first = first or base
+        versions[name] = nightly_version(base, date, serial)
+    return NightlyPlan(date, serial, shas, versions, state.last == shas)
 
 
 def log_tail(error: BuilderError, lines: int = 50) -> tuple[Path, str] | None:
@@ -101,7 +101,6 @@ def log_tail(error: BuilderError, lines: int = 50) -> tuple[Path, str] | None:
 
 
 def write_report(report_dir: Path, data: dict[str, Any]) -> Path:
-    report_dir.mkdir(parents=True, exist_ok=True)
     path = report_dir / "report.json"
-    path.write_text(json.dumps(data, indent=2, sort_keys=True))
+    atomic_write(path, json.dumps(data, indent=2, sort_keys=True))
     return path

@@ -22,18 +22,19 @@ from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from builder.recipes import xla_layout
-from builder.source.buildreqs import read_build_requirements
+from packaging.utils import canonicalize_name
+
+from builder.build.resources import choose_jobs
+from builder.build.wheelstep import container_env, keyed_env, run_step, wheel_key
 from builder.config import Config
 from builder.engine import Engine
 from builder.errors import BuilderError
 from builder.index.directory import DirectoryIndex
-from builder.repro.manifest import Provenance, RebuildSpec, rebuild_spec
-from builder.recipes import BuildContext, get_recipe
-from builder.build.resources import choose_jobs
-from builder.source.mirror import checkout, update_mirror
 from builder.index.wheelmeta import CHUNK
-from builder.build.wheelstep import container_env, keyed_env, run_step, wheel_key
+from builder.recipes import BuildContext, deps_layer_requirements, get_recipe
+from builder.repro.manifest import Provenance, RebuildSpec, rebuild_spec
+from builder.source.buildreqs import read_build_requirements
+from builder.source.mirror import checkout, update_mirror
 
 Note = Callable[[str], None]
 DIFFOSCOPE_LINES = 80
@@ -145,14 +146,14 @@ def _context(spec: RebuildSpec, jobs: int) -> BuildContext:
     # The recorded (keyed) env goes in as extra_env, which every recipe applies last: the
     # rebuild runs with exactly the recorded values, whatever this builder's defaults are.
     return BuildContext(jobs=jobs, source_date_epoch=spec.source_date_epoch, version=spec.version,
-                        against=(spec.torch_requirement,) if spec.torch_requirement else (), bazel_remote="",
+                        against=spec.against, bazel_remote="",
                         cache_silo=spec.env.get("SILO_NAME", "builder"), extra_env=dict(spec.env))
 
 
 def verify_wheel(engine: Engine, cfg: Config, index: DirectoryIndex, wheel: str, note: Note,
                  jobs: int = 0) -> VerifyResult:
     """Rebuild ``wheel`` (a file name in ``index``) from its manifest with empty caches."""
-    from builder.build.pipeline import build_user, give_tree_to, prepare_ccache
+    from builder.build.caches import build_user, give_tree_to, prepare_ccache
 
     manifest = index.manifest(wheel)
     if manifest is None:
@@ -166,15 +167,16 @@ def verify_wheel(engine: Engine, cfg: Config, index: DirectoryIndex, wheel: str,
     if engine.image_id(spec.image_tag) != spec.image_id and engine.image_id(spec.image_id) is None:
         raise VerifyError(f"the build image {spec.image_tag} ({spec.image_id[:19]}) is no longer present",
                           "rebuild the stage images with `builder wheels --locked` (same packages) first")
-    recipe = get_recipe(spec.recipe)
+    recipe = get_recipe(spec.recipe, cfg)
     mirror = update_mirror(Path(cfg.data_dir) / "mirrors", spec.source_url, spec.source_sha)
     requirements = read_build_requirements(mirror, spec.source_sha, spec.source_url)
+    requirements = replace(requirements, requirements=deps_layer_requirements(recipe, requirements.requirements))
     ctx = replace(_context(spec, choose_jobs(jobs or cfg.build.jobs, cfg.build.memory_per_job_gib)),
                   backend=requirements.backend, bazel_version=requirements.bazel_version,
                   bazel_base_url=cfg.bazel.base_url)
     env = container_env(recipe, ctx)
-    key = wheel_key(recipe, spec.image_id, spec.source_sha, env, spec.torch_sha256, ctx,
-                    requirements.requirements, spec.torch_source_sha)
+    key = wheel_key(recipe, spec.image_id, spec.source_sha, env, ",".join(spec.against_sha256), ctx,
+                    requirements.requirements, spec.checkout_sha)
     if key != spec.build_key:
         result.notes.append(f"the rebuild's key {key} differs from the recorded {spec.build_key} "
                             "(another builder version's recipe?)")
@@ -186,24 +188,26 @@ def verify_wheel(engine: Engine, cfg: Config, index: DirectoryIndex, wheel: str,
     scratch = Path(tempfile.mkdtemp(prefix="rebuild-", dir=scratch_root))
     try:
         scratch_index = DirectoryIndex(scratch / "index")
-        torch = None
-        if spec.torch_sha256:
-            torch = next((e for e in index.entries() if e.sha256 == spec.torch_sha256), None)
-            if torch is None:
-                raise VerifyError(f"the torch wheel {spec.torch_sha256[:16]} this build installed is not in "
-                                  f"{index.root}")
-            scratch_index.add(index.files_dir / torch.filename)
+        installed = {}  # project -> the wheel the build installed first, found again by its sha256
+        for requirement, sha in zip(spec.against, spec.against_sha256, strict=False):
+            entry = next((e for e in index.entries() if e.sha256 == sha), None)
+            if entry is None:
+                raise VerifyError(f"the wheel {requirement} ({sha[:16]}) this build installed is not in {index.root}")
+            scratch_index.add(index.files_dir / entry.filename)
+            installed[entry.normalized] = entry
         fresh = cfg.replace(cache=replace(cfg.cache, ccache=f"volume:{volume}", ccache_remote="",
                                           ccache_read_only=False, bazel=f"volume:{volume}-bazel", bazel_remote=""))
         engine.ensure_volume(f"{volume}-bazel")
         mounts = prepare_ccache(engine, fresh, spec.image_tag, scratch_index.root, f"{volume}-bazel")
         note(f"{wheel}: checking out {spec.source_sha[:12]} into {scratch} ...")
         tree = checkout(mirror, spec.source_url, spec.source_sha, scratch / "src" / recipe.name)
-        torch_tree = None
-        if spec.torch_source_sha:  # an xla build: the same torch checkout, assembled again
-            torch_tree = xla_layout.assemble(Path(cfg.data_dir) / "mirrors", spec.torch_source_url,
-                                             spec.torch_source_sha, scratch_index.files_dir / torch.filename,
-                                             scratch / "src" / "torch-for-xla")
+        checkout_tree = None
+        if spec.checkout_sha:  # built inside another package's checkout (xla in torch's): assembled again
+            host = get_recipe(spec.checkout_recipe, cfg)
+            wheel_of_host = installed[canonicalize_name(host.project)]
+            checkout_tree = host.assemble_checkout(Path(cfg.data_dir) / "mirrors", spec.checkout_url,
+                                                   spec.checkout_sha, scratch_index.files_dir / wheel_of_host.filename,
+                                                   scratch / "src" / f"{spec.checkout_recipe}-for-{recipe.name}")
         user = build_user(cfg)
         if user and os.geteuid() == 0:
             give_tree_to(tree.path, user)  # the build writes build/ inside the source
@@ -213,7 +217,8 @@ def verify_wheel(engine: Engine, cfg: Config, index: DirectoryIndex, wheel: str,
             cfg.logs_dir / "verify" / f"{wheel}.log", network=cfg.build.network, user=user,
             nano_cpus=int(cfg.build.cpu_limit * 1e9) or None,
             mem_limit=f"{int(cfg.build.memory_limit_gib * 1024)}m" if cfg.build.memory_limit_gib else None,
-            torch_sha256=spec.torch_sha256, provenance=Provenance(ref="verify"), torch_tree=torch_tree)
+            against_sha256=",".join(spec.against_sha256), provenance=Provenance(ref="verify"),
+            checkout_tree=checkout_tree, checkout_recipe=spec.checkout_recipe)
         rebuilt = scratch_index.files_dir / outcome.filename
         result.rebuilt, result.rebuilt_name = outcome.sha256, outcome.filename
         if not result.ok:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import posixpath
 import shutil
 import tempfile
 import time
@@ -28,7 +29,7 @@ from builder.index.directory import DirectoryIndex
 from builder.repro.manifest import Provenance, StepRecord, build_manifest
 from builder.repro.normalize import NORMALIZER_VERSION, normalize_wheel
 from builder.build.progress import LogTee, StepProgress
-from builder.recipes.base import BAZEL_CACHE_MOUNT, INDEX_MOUNT, OUT_MOUNT, TORCH_CHECKOUT, BuildContext, Recipe
+from builder.recipes.base import BAZEL_CACHE_MOUNT, INDEX_MOUNT, OUT_MOUNT, BuildContext, Recipe
 from builder.source.mirror import SourceTree
 
 HOME = "/tmp/builder-home"
@@ -68,10 +69,10 @@ def keyed_env(recipe: Recipe, env: dict[str, str]) -> dict[str, str]:
             if k not in recipe.unkeyed_env() and not k.startswith("CCACHE_")}
 
 
-def wheel_key(recipe: Recipe, image_id: str, source_sha: str, env: dict[str, str], torch_sha256: str = "",
-              ctx: BuildContext | None = None, requirements: tuple[str, ...] = (), torch_source: str = "") -> str:
-    """The step's content key: the image, the source, the keyed env, the torch wheel and
-    torch checkout an xla build uses, the whole container script (all but the remote
+def wheel_key(recipe: Recipe, image_id: str, source_sha: str, env: dict[str, str], against_sha256: str = "",
+              ctx: BuildContext | None = None, requirements: tuple[str, ...] = (), checkout_source: str = "") -> str:
+    """The step's content key: the image, the source, the keyed env, the wheels it builds
+    against and the checkout it builds inside (xla: torch's), the whole container script (all but the remote
     cache URL, which changes speed only), the wheel normalizer's version and the
     commit's build requirements. The submodule SHAs are gitlinks inside the commit's
     tree, so the source SHA already fixes them (and, recursively, theirs): the key can be
@@ -82,8 +83,8 @@ def wheel_key(recipe: Recipe, image_id: str, source_sha: str, env: dict[str, str
         "image": image_id,
         "source": source_sha,
         "env": keyed_env(recipe, env),
-        "torch": torch_sha256,
-        "torch_source": torch_source,
+        "against": against_sha256,
+        "checkout": checkout_source,
         "script": recipe.script(replace(ctx, bazel_remote="", jobs=0)),
         "normalizer": NORMALIZER_VERSION,
         "requirements": list(requirements),
@@ -122,9 +123,9 @@ def remove_stale_work_dir(work_root: Path, labelled: str) -> bool:
 def run_step(engine: Engine, index: DirectoryIndex, recipe: Recipe, ctx: BuildContext, tree: SourceTree,
              key: str, image_tag: str, image_id: str, mounts: StepMounts, work_dir: Path, log_path: Path,
              network: str = "host", user: str | None = None, nano_cpus: int | None = None,
-             mem_limit: str | None = None, torch_sha256: str = "",
-             provenance: Provenance | None = None, torch_tree: SourceTree | None = None,
-             profiles_root: Path | None = None, progress: StepProgress | None = None,
+             mem_limit: str | None = None, against_sha256: str = "",
+             provenance: Provenance | None = None, checkout_tree: SourceTree | None = None,
+             profiles_root: Path | None = None, progress: StepProgress | None = None, checkout_recipe: str = "",
              dist: tuple[str, str] | None = None) -> StepOutcome:
     """Compile in a container and publish the wheel (the caller checked ``key`` is not built)."""
     env = {**container_env(recipe, ctx), **mounts.ccache_env}
@@ -145,7 +146,8 @@ def run_step(engine: Engine, index: DirectoryIndex, recipe: Recipe, ctx: BuildCo
                     Mount(str(tree.path), recipe.source_dir), Mount(str(out), OUT_MOUNT),
                     Mount(str(index.root), INDEX_MOUNT, read_only=True),
                     # pytorch/xla's layout: xla (above) inside the torch checkout (builder.recipes.xla_layout)
-                    *([Mount(str(torch_tree.path), TORCH_CHECKOUT, read_only=True)] if torch_tree else [])],
+                    *([Mount(str(checkout_tree.path), posixpath.dirname(recipe.source_dir), read_only=True)]
+                      if checkout_tree else [])],
             workdir=recipe.source_dir, user=user, network=network, nano_cpus=nano_cpus, mem_limit=mem_limit,
             labels={"builder.step": recipe.name, "builder.key": key, WORK_DIR_LABEL: str(out)},
         )
@@ -172,9 +174,10 @@ def run_step(engine: Engine, index: DirectoryIndex, recipe: Recipe, ctx: BuildCo
             finished=time.time(), ccache={**stats.as_dict(), **{k: v for k, v in dist_stats.items()
                                                                  if isinstance(v, int)}},
             builder_version=__version__, version=ctx.version,
-            torch_requirement=" ".join(ctx.against), torch_sha256=torch_sha256,
-            torch_source_url=torch_tree.url if torch_tree else "",
-            torch_source_sha=torch_tree.sha if torch_tree else ""), provenance)
+            against=ctx.against, against_sha256=tuple(a for a in against_sha256.split(",") if a),
+            checkout_recipe=checkout_recipe if checkout_tree else "",
+            checkout_url=checkout_tree.url if checkout_tree else "",
+            checkout_sha=checkout_tree.sha if checkout_tree else ""), provenance)
         added = index.add(wheels[0], manifest)
         entry = next(e for e in index.entries() if e.filename == added.filename)
         profile_path = record_profile(profiles_root, recipe, added.filename, ctx.jobs, tree.path, out, dist_stats)

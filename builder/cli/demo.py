@@ -23,12 +23,20 @@ from builder.console import err, out
 from builder.errors import BuildError
 
 
+def demo_recipes() -> list:
+    """The recipes with a bundled example repo (``Recipe.example``): what the demo builds."""
+    from builder.recipes import RECIPES
+
+    return [recipe for recipe in RECIPES.values() if recipe.example]
+
+
 def demo_commands(config: Path) -> list[list[str]]:
     base = [sys.executable, "-m", "builder", "--config", str(config)]
+    wheels = [*base, "wheels", *(f"--{recipe.name}=main" for recipe in demo_recipes())]
     return [
         [*base, "images"],
-        [*base, "wheels", "--torch", "main", "--xla", "main"],
-        [*base, "wheels", "--torch", "main", "--xla", "main"],  # the no-op rerun
+        wheels,
+        wheels,  # the no-op rerun
         [*base, "index", "list"],
     ]
 
@@ -45,17 +53,16 @@ def demo_cmd(
     from builder.examples import BazelMirror
 
     root = (output_dir(workdir, "--workdir") if workdir else Path(tempfile.mkdtemp(prefix="builder-demo-"))).absolute()
-    torch_repo = example_repo("faketorch", root / "repos" / "faketorch")
-    xla_repo = example_repo("fakexla", root / "repos" / "fakexla")
+    repos = {recipe.name: example_repo(recipe.example, root / "repos" / recipe.example) for recipe in demo_recipes()}
     extra_ca = ca or ""
-    # fakexla's .bazelversion names Bazel 7.4.1: bazelisk fetches the example's stand-in
+    # An example's .bazelversion (fakexla's: Bazel 7.4.1): bazelisk fetches the example's stand-in
     # from this mirror (on 127.0.0.1, for the demo's duration) instead of releases.bazel.build.
     with BazelMirror(root / "bazel-mirror") as mirror:
         config = root / "builder.toml"
         config.write_text(  # JSON strings are TOML basic strings: a quote in a path stays data
             f'data_dir = {json.dumps(str(root / "data"))}\n'
-            f'[repos]\ntorch = {json.dumps(f"file://{torch_repo}")}\nxla = {json.dumps(f"file://{xla_repo}")}\n'
-            f'[bazel]\nbase_url = {json.dumps(mirror.url)}\n'
+            "[repos]\n" + "".join(f"{name} = {json.dumps(f'file://{path}')}\n" for name, path in repos.items())
+            + f'[bazel]\nbase_url = {json.dumps(mirror.url)}\n'
             + (f'[ca]\nextra_certificates = {json.dumps(extra_ca)}\n' if extra_ca else "")
         )
         err.print(f"demo: example repos and data in {root}", markup=False)
@@ -64,7 +71,7 @@ def demo_cmd(
             if subprocess.run(command).returncode != 0:
                 raise BuildError(f"demo step failed: builder {' '.join(command[5:])}", f"see {root}")
     err.print(f"demo done: install with pip install --index-url file://{root / 'data' / 'index' / 'simple'}/ "
-              "torch torch_xla", markup=False)
+              + " ".join(recipe.project for recipe in demo_recipes()), markup=False)
     err.print("demo results: list them again any time with", markup=False)
     out.print(index_list_command(config), markup=False)
 

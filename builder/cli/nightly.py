@@ -9,6 +9,8 @@ from pathlib import Path
 
 import typer
 
+from builder import validate
+from builder.build.graph import parse_pkg
 from builder.build.nightly import (
     EXIT_BUILT,
     EXIT_FAILED,
@@ -20,7 +22,7 @@ from builder.build.nightly import (
 )
 from builder.cli.main import MAX_JOBS, MAX_KEEP, app, get_config, handle_errors, in_range
 from builder.console import err, out, print_error
-from builder.errors import BuilderError
+from builder.errors import BuilderError, ConfigError
 from builder.index.directory import DirectoryIndex
 
 ci_app = typer.Typer(help="CI helpers.", no_args_is_help=True)
@@ -34,41 +36,43 @@ WORKFLOW = Path(__file__).resolve().parent.parent / "workflows" / "nightly.yml"
 def nightly_cmd(
     keep: int = typer.Option(7, "--keep", help="Nightly versions kept per package in the index (>= 1).",
                               callback=in_range(1, MAX_KEEP)),
-    torch_repo: str = typer.Option(None, "--torch-repo", help="torch git URL (default from config)."),
-    xla_repo: str = typer.Option(None, "--xla-repo", help="torch_xla git URL (default from config)."),
+    pkg: list[str] = typer.Option([], "--pkg", help="A package to build (repeatable; default: the recipes "
+                                  "marked nightly: torch and xla). What they build against comes too."),
+    repo: list[str] = typer.Option([], "--repo", help="NAME=URL: a git URL for this run (default: \\[repos])."),
     push: str = typer.Option(None, "--push", help="Also upload the wheels to this index URL."),
     report_dir: Path = typer.Option(None, "--report-dir", help="Where report.json and logs go."),
     jobs: int = typer.Option(0, "--jobs", "-j", help="Parallel compile jobs.", callback=in_range(0, MAX_JOBS)),
 ) -> None:
-    """Build main of torch and torch_xla as dated dev versions; exit 0 built, 3 nothing new, 1 failed."""
-    from builder.build.pipeline import Request, run_wheels
+    """Build main of a package set as dated dev versions; exit 0 built, 3 nothing new, 1 failed."""
+    from builder.build.graph import PackageRequest, Request, build_order
+    from builder.build.pipeline import run_wheels
     from builder.cli.wheels import push_report, report_json
+    from builder.recipes import RECIPES, get_recipe
 
     cfg = get_config()
+    names = build_order(cfg, [parse_pkg(p).name for p in pkg] or [r.name for r in RECIPES.values() if r.nightly])
+    repos = {name: get_recipe(name, cfg).repo_url(cfg) for name in names} | dict(parse_repo(r) for r in repo)
     state_path = Path(cfg.data_dir) / "nightly" / "state.json"
     state = NightlyState.load(state_path)
     today = dt.datetime.now(dt.UTC).date()
-    plan = plan_nightly(cfg, state, today, torch_repo or cfg.repos.torch, xla_repo or cfg.repos.xla)
+    plan = plan_nightly(cfg, state, today, names, repos)
     run_dir = report_dir or Path(cfg.data_dir) / "nightly" / f"{plan.date}-{time.strftime('%H%M%S')}"
     run_dir.mkdir(parents=True, exist_ok=True)  # first: a failure's log must have somewhere to land
-    data = {"date": plan.date, "torch_sha": plan.torch_sha, "xla_sha": plan.xla_sha}
+    heads = ", ".join(f"{name} {sha[:12]}" for name, sha in plan.shas.items())
+    data = {"date": plan.date, "shas": plan.shas}
     if plan.nothing_new:
         data["status"] = "nothing-new"
         path = write_report(run_dir, data)
-        err.print(f"nothing new since the last nightly (torch {plan.torch_sha[:12]}, xla {plan.xla_sha[:12]}); "
-                  f"report {path}", markup=False)
+        err.print(f"nothing new since the last nightly ({heads}); report {path}", markup=False)
         raise typer.Exit(EXIT_NOTHING_NEW)
-    data.update(torch_version=plan.torch_version, xla_version=plan.xla_version)
-    err.print(f"nightly {plan.torch_version}: torch {plan.torch_sha[:12]}, xla {plan.xla_sha[:12]}", markup=False)
+    data.update(version=plan.version, versions=plan.versions)
+    err.print(f"nightly {plan.version}: {heads}", markup=False)
     started = time.monotonic()
+    # A nightly tracks every head, as upstream's nightlies did (unpinned); the versions still have to pair.
+    request = Request(tuple(PackageRequest(name, plan.shas[name], repos[name], plan.versions[name]) for name in names),
+                      jobs=jobs, unpinned=True)
     try:
-        report = run_wheels(cfg, Request(torch=plan.torch_sha, xla=plan.xla_sha, torch_repo=torch_repo,
-                                         xla_repo=xla_repo, jobs=jobs, torch_version=plan.torch_version,
-                                         xla_version=plan.xla_version,
-                                         # A nightly tracks both heads, as upstream's nightlies did;
-                                         # the versions still have to pair.
-                                         torch_unpinned=True),
-                            lambda text: err.print(text, markup=False, highlight=False))
+        report = run_wheels(cfg, request, lambda text: err.print(text, markup=False, highlight=False))
         if push:
             push_report(cfg.index_dir, report, push, None)
         pruned = DirectoryIndex(cfg.index_dir).prune(keep)
@@ -93,12 +97,19 @@ def nightly_cmd(
     if report.trace and report.trace.is_file():  # the run's Chrome trace travels with the report
         shutil.copy(report.trace, run_dir / "trace.json")
         data["trace"] = str(run_dir / "trace.json")
-    state.last = {"torch": plan.torch_sha, "xla": plan.xla_sha}
+    state.last = plan.shas
     state.runs[plan.date] = plan.serial + 1
     state.save(state_path)
     path = write_report(run_dir, data)
-    out.print(f"built nightly {plan.torch_version}; report {path}", markup=False)
+    out.print(f"built nightly {plan.version}; report {path}", markup=False)
     raise typer.Exit(EXIT_BUILT)
+
+
+def parse_repo(text: str) -> tuple[str, str]:
+    name, sep, url = text.partition("=")
+    if not sep or not name.strip() or not url.strip():
+        raise ConfigError(f"--repo {text!r} is not NAME=URL", "e.g. --repo torch=file:///src/pytorch")
+    return name.strip(), validate.repo_url(url.strip(), f"--repo {name.strip()}")
 
 
 @ci_app.command("render")

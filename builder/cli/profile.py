@@ -13,8 +13,16 @@ from builder.console import out
 from builder.errors import ConfigError
 
 
-def _find(data_dir: str, name: str) -> prof.Profile:
-    """A wheel file name (or a path to a profile), or a package name for its latest build."""
+def _find(data_dir: str, name: str | None) -> prof.Profile:
+    """A wheel file name (or a path to a profile), or a package name for its latest build;
+    None: the newest profile of any package."""
+    if name is None:
+        pointers = sorted(prof.profiles_dir(data_dir).glob("latest-*.json"), key=lambda p: p.stat().st_mtime)
+        newest = prof.latest(data_dir, pointers[-1].stem.removeprefix("latest-")) if pointers else None
+        if newest is None:
+            raise ConfigError(f"no build profile yet in {prof.profiles_dir(data_dir)}",
+                              "build a wheel with `builder wheels`; only compiled steps have one")
+        return newest
     path = Path(name)
     if path.suffix == ".json" and path.is_file():
         return prof.load(path)
@@ -27,13 +35,14 @@ def _find(data_dir: str, name: str) -> prof.Profile:
     known = sorted(p.name[:-5] for p in prof.profiles_dir(data_dir).glob("*.whl.json"))
     raise ConfigError(f"no build profile for {name!r} in {prof.profiles_dir(data_dir)}",
                       "name a wheel built here (profiles: " + (", ".join(known[-5:]) or "none yet") +
-                      ") or a package (torch); only compiled steps have one")
+                      ") or a package name; only compiled steps have one")
 
 
 @app.command("profile")
 @handle_errors
 def profile_cmd(
-    wheel: str = typer.Argument("torch", help="Wheel file name, or a package for its latest build."),
+    wheel: str = typer.Argument(None, help="Wheel file name, or a package for its latest build "
+                                "(default: the newest build profiled)."),
     diff_with: str = typer.Option(None, "--diff", help="Compare with another build (wheel name or profile path)."),
     top: int = typer.Option(10, "--top", min=1, help="How many of the slowest units to list."),
     as_json: bool = typer.Option(False, "--json", help="Machine-readable output."),

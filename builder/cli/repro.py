@@ -13,6 +13,7 @@ from pathlib import Path
 import typer
 
 from builder.cli.main import MAX_JOBS, app, get_config, handle_errors, in_range
+from builder.cli.wheels import register_with_recipe_options
 from builder.console import err, out
 from builder.errors import BuildError, ConfigError
 from builder.repro.lock import DEFAULT_LOCK
@@ -22,33 +23,31 @@ def _note(text: str) -> None:
     err.print(text, markup=False, highlight=False)
 
 
-@app.command("lock")
-@handle_errors
 def lock_cmd(
-    torch: str = typer.Option(None, "--torch", help="torch ref to lock to its current SHA."),
-    xla: str = typer.Option(None, "--xla", help="torch_xla ref to lock to its current SHA."),
-    torch_repo: str = typer.Option(None, "--torch-repo", help="torch git URL (default: \\[repos] torch)."),
-    xla_repo: str = typer.Option(None, "--xla-repo", help="torch_xla git URL (default: \\[repos] xla)."),
+    pkg: list[str] = typer.Option([], "--pkg", help="NAME=REF of any recipe to lock (repeatable)."),
     output: Path = typer.Option(Path(DEFAULT_LOCK), "--out", "-o", help="Lock file to write."),
     as_json: bool = typer.Option(False, "--json", help="Also print the lock on stdout."),
+    **options: object,
 ) -> None:
     """Write builder.lock: base image, every apt package of each stage, pip hashes, source SHAs."""
+    from builder.build.graph import resolve
+    from builder.cli.wheels import request_of
     from builder.engine import Engine
     from builder.repro.lock import SourceLock, lock_to_json, make_deps_lock, make_lock, write_lock
     from builder.repro.manifest import redact_url
-    from builder.source.refs import ResolvedRef, is_version, resolve_ref
     from builder.stages.images import bring_up
     from builder.stages.plan import deps_stage, image_stages
 
     cfg = get_config()
-    sources = {}
-    for name, ref, repo in (("torch", torch, torch_repo or cfg.repos.torch), ("xla", xla, xla_repo or cfg.repos.xla)):
-        if ref is None:
-            continue
-        if is_version(ref):
-            raise ConfigError(f"--{name} {ref} is a version: lock a git ref (a prebuilt wheel is pinned by the index)")
-        resolved = resolve_ref(repo, ref)  # before any Docker call: a bad ref costs one ls-remote
-        sources[name] = SourceLock(redact_url(resolved.url), resolved.ref, resolved.sha)
+    # before any Docker call: a bad ref costs one ls-remote
+    resolved = resolve(cfg, request_of(options, pkg, 0, False, False, ""))
+    sources, refs = {}, {}
+    for source in resolved.sources:
+        if source.ref is None:
+            raise ConfigError(f"--{source.name} {source.version} is a version: lock a git ref (a prebuilt wheel is "
+                              "pinned by the index)")
+        sources[source.name] = SourceLock(redact_url(source.ref.url), source.ref.ref, source.ref.sha)
+        refs[source.name] = source.ref
     engine = Engine()
     specs = image_stages(cfg)
     images = bring_up(engine, cfg, _note, specs)
@@ -56,12 +55,12 @@ def lock_cmd(
     _note("reading installed packages and hashing pip requirements ...")
     lock = make_lock(engine, cfg, base_id, stages, sources, specs)
     deps = {}
-    for name, source in sources.items():  # each source's build requirements, from its commit
+    for name in sources:  # each source's build requirements, from its commit
         from builder.build.pipeline import prepare_deps
+        from builder.build.wheelplan import commit_requirements
 
-        ref = ResolvedRef(torch_repo or cfg.repos.torch if name == "torch" else xla_repo or cfg.repos.xla,
-                          source.ref, source.sha)
-        requirements, stage = prepare_deps(engine, cfg, ref, stages[-1], _note, name)
+        requirements = commit_requirements(cfg, refs[name], name)
+        stage = prepare_deps(engine, cfg, requirements, stages[-1], _note, name)
         spec = deps_stage(cfg, requirements.requirements, requirements.sources, requirements.bazel_version)
         deps[name] = make_deps_lock(engine, cfg, spec, stage, lock.stages[stages[-1].name].pip)
     lock = dataclasses.replace(lock, deps=deps)
@@ -72,6 +71,9 @@ def lock_cmd(
           f"{len(lock.deps)} deps layers")
     if as_json:
         typer.echo(lock_to_json(lock), nl=False)
+
+
+register_with_recipe_options("lock", lock_cmd, {"pkg": list[str], "output": Path, "as_json": bool})
 
 
 @app.command("verify")

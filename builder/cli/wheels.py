@@ -1,20 +1,28 @@
-"""`builder wheels`: build (or fetch) torch and torch_xla wheels into the local index."""
+"""`builder wheels`: build (or fetch) wheels of a package graph into the local index.
+
+The per-package options (``--torch``, ``--xla``, ``--torch-repo`` ...) are made from the
+recipes that ask for them (``Recipe.flag_help``); ``--pkg NAME=REF`` names any recipe,
+built-in or a ``[packages.NAME]`` table."""
 
 from __future__ import annotations
 
+import inspect
 import json
 
 import typer
 from rich.table import Table
 
-from builder.build.pipeline import Report, Request, run_wheels
+from builder.build.graph import PackageRequest, Request, merge, parse_pkg
+from builder.build.pipeline import RunReport, plan_request, planned_statuses_match, run_wheels
 from builder.build.progress import Reporter
+from builder.build.wheelplan import WheelPlan
 from builder.cli.main import MAX_JOBS, app, get_config, handle_errors, in_range
 from builder.config import describe_ca
 from builder.console import err, out
+from builder.recipes import RECIPES
 
 
-def report_table(report: Report) -> Table:
+def report_table(report: RunReport) -> Table:
     table = Table(title=f"builder wheels ({report.seconds:.1f} s, {report.jobs} jobs, smoke {report.smoke})")
     for column in ("step", "key", "status", "seconds", "ccache", "wheel", "sha256"):
         table.add_column(column, no_wrap=column in ("step", "key", "status"), overflow="fold")
@@ -25,8 +33,8 @@ def report_table(report: Report) -> Table:
         table.add_row(o.project, o.key[:12], o.status, f"{o.seconds:.1f}",
                       dist_summary(o.dist) if o.dist else (o.ccache.summary() if o.ccache else ""), o.filename,
                       o.sha256[:16])
-    if report.xla_smoke:
-        table.caption = f"xla smoke ({report.smoke}): {report.xla_smoke['summary']}"
+    if report.smoke_figures:
+        table.caption = f"smoke ({report.smoke}): {report.smoke_figures['summary']}"
     return table
 
 
@@ -37,7 +45,7 @@ def dist_summary(d: dict) -> str:
             f"cache hits {d.get('cache_hits', 0)}, misses {d.get('cache_misses', 0)}")
 
 
-def report_lines(report: Report) -> list[str]:
+def report_lines(report: RunReport) -> list[str]:
     """The summary as plain lines, for a non-terminal (CI logs): nothing is wrapped or folded."""
     lines = [f"builder wheels: {report.seconds:.1f} s, {report.jobs} jobs, smoke {report.smoke}"]
     for s in report.stages:
@@ -47,20 +55,20 @@ def report_lines(report: Report) -> list[str]:
         lines.append(f"  {o.project}: {o.status} {o.seconds:.1f} s{cache} {o.filename} sha256 {o.sha256[:16]}")
         if o.dist:
             lines.append(f"  {o.project}: {dist_summary(o.dist)}")
-    if report.xla_smoke:
-        lines.append(f"  xla smoke ({report.smoke}): {report.xla_smoke['summary']}")
+    if report.smoke_figures:
+        lines.append(f"  smoke ({report.smoke}): {report.smoke_figures['summary']}")
     if report.trace:
         lines.append(f"  trace: {report.trace} (open in https://ui.perfetto.dev)")
     return lines
 
 
-def report_json(report: Report) -> dict:
+def report_json(report: RunReport) -> dict:
     return {
         "seconds": round(report.seconds, 3),
         "jobs": report.jobs,
         "trace": str(report.trace) if report.trace else None,
         "smoke": report.smoke,
-        "xla_smoke": report.xla_smoke,
+        "smoke_figures": report.smoke_figures,
         "stages": [{"name": s.name, "key": s.key, "tag": s.tag, "image_id": s.image_id, "reused": s.reused,
                     "seconds": round(s.seconds, 3)} for s in report.stages],
         "wheels": [{"recipe": o.recipe, "project": o.project, "status": o.status, "filename": o.filename,
@@ -69,10 +77,12 @@ def report_json(report: Report) -> dict:
                     "log": str(o.log_path) if o.log_path else None,
                     "profile": str(o.profile) if o.profile else None,
                     "dist": o.dist or None} for o in report.steps],
+        "plan": report.plan.as_dict() if report.plan else None,
+        "plan_deviations": planned_statuses_match(report.plan, report) if report.plan else [],
     }
 
 
-def push_report(index_dir, report: Report, url: str, user: str | None) -> None:
+def push_report(index_dir, report: RunReport, url: str, user: str | None) -> None:
     """Upload each wheel of the report (identical files already there are skipped)."""
     from builder.index.upload import push_wheel, resolve_credentials
 
@@ -82,22 +92,76 @@ def push_report(index_dir, report: Report, url: str, user: str | None) -> None:
         err.print(f"push {step.filename}: {result.status}", markup=False)
 
 
-@app.command("wheels")
-@handle_errors
+def recipe_options() -> list[inspect.Parameter]:
+    """``--NAME``, ``--NAME-repo``, ``--NAME-version`` (and ``--NAME-unpinned``) for each
+    recipe that asks for them."""
+    params = []
+    for recipe in RECIPES.values():
+        if not recipe.flag_help:
+            continue
+        n, project = recipe.name, recipe.project
+        params += [
+            _option(n, typer.Option(None, f"--{n}", help=recipe.flag_help), str | None),
+            _option(f"{n}_repo", typer.Option(None, f"--{n}-repo", help=f"{project} git URL (default: \\[repos] {n})."),
+                    str | None),
+            _option(f"{n}_version", typer.Option("", f"--{n}-version",
+                                                 help=f"{recipe.version_env} for a source build."), str)]
+        if recipe.unpinned_help:
+            params.append(_option(f"{n}_unpinned", typer.Option(False, f"--{n}-unpinned", help=recipe.unpinned_help),
+                                  bool))
+    return params
+
+
+def _option(name: str, default: object, annotation: object) -> inspect.Parameter:
+    return inspect.Parameter(name, inspect.Parameter.KEYWORD_ONLY, default=default, annotation=annotation)
+
+
+def request_of(options: dict, pkg: list[str], jobs: int, smoke: bool, force_smoke: bool, lock_file: str) -> Request:
+    """The request from the per-recipe options and ``--pkg``; options win over --pkg for repos."""
+    packages = [parse_pkg(text) for text in pkg]
+    unpinned = False
+    for recipe in RECIPES.values():
+        if not recipe.flag_help:
+            continue
+        spec, repo, version = (options.get(recipe.name), options.get(f"{recipe.name}_repo") or "",
+                               options.get(f"{recipe.name}_version") or "")
+        unpinned = unpinned or bool(options.get(f"{recipe.name}_unpinned"))
+        if spec is not None or repo or version:
+            packages.append(PackageRequest(recipe.name, spec, repo, version))
+    # a repo or version alone names no package to build: it applies if the graph pulls it in
+    return Request(packages=merge(packages), jobs=jobs, smoke=smoke, force_smoke=force_smoke, lock_file=lock_file,
+                   unpinned=unpinned)
+
+
+def print_plan(plan: WheelPlan, as_json: bool, bazelisk: str = "", bazel_url: str = "") -> None:
+    if as_json:
+        out.print_json(json.dumps(plan.as_dict()))
+        return
+    for stage in plan.stages:
+        state = "reuse" if stage.image_id else "build"
+        out.print(f"# image {stage.name}: {state} {stage.key or '(key after its parent is built)'}", markup=False)
+    for wheel in plan.wheels:
+        ref, reqs = wheel.source.ref, wheel.requirements
+        what = f"prebuilt {wheel.source.version}" if ref is None else f"{ref.ref} = {ref.sha} ({ref.url})"
+        out.print(f"# {wheel.name}: {what}", markup=False)
+        out.print(f"#   plan: {wheel.status}" + (f", key {wheel.key}" if wheel.key else "")
+                  + (f", {wheel.filename}" if wheel.filename else "") + (f" ({wheel.why})" if wheel.why else ""),
+                  markup=False)
+        if reqs is not None:
+            out.print(f"#   backend {reqs.backend}; build requirements from "
+                      f"{', '.join(reqs.sources) or 'PEP 517 defaults'}: {' '.join(reqs.requirements)}", markup=False)
+            if reqs.bazel_version:
+                out.print(f"#   Bazel {reqs.bazel_version} (.bazelversion) through bazelisk "
+                          f"{bazelisk}, from {bazel_url or 'releases.bazel.build'}", markup=False)
+
+
 def wheels_cmd(
-    torch: str = typer.Option(None, "--torch", help="torch ref (branch, tag, SHA) to build, or a prebuilt version "
-                              "(default with --xla REF: the torch its .torch_commit pins)."),
-    xla: str = typer.Option(None, "--xla", help="torch_xla ref to build, or a prebuilt version."),
-    torch_repo: str = typer.Option(None, "--torch-repo", help="torch git URL (default: \\[repos] torch)."),
-    xla_repo: str = typer.Option(None, "--xla-repo", help="torch_xla git URL (default: \\[repos] xla)."),
-    torch_unpinned: bool = typer.Option(False, "--torch-unpinned",
-                                        help="Build xla against --torch even where it differs from .torch_commit."),
+    pkg: list[str] = typer.Option([], "--pkg", help="NAME=REF or NAME=VERSION of any recipe (repeatable), "
+                                  "e.g. torchvision=main or a \\[packages.NAME] table of builder.toml."),
     jobs: int = typer.Option(0, "--jobs", "-j", help="Parallel compile jobs (default: by cores and memory).",
                              callback=in_range(0, MAX_JOBS)),
     no_smoke: bool = typer.Option(False, "--no-smoke", help="Skip installing and importing the wheels."),
     force_smoke: bool = typer.Option(False, "--force-smoke", help="Run the smoke check even if it passed before."),
-    torch_version: str = typer.Option("", "--torch-version", help="PYTORCH_BUILD_VERSION for a source build."),
-    xla_version: str = typer.Option("", "--xla-version", help="TORCH_XLA_VERSION for a source build."),
     ccache: str = typer.Option(None, "--ccache", help="ccache location: volume:NAME or path:/dir."),
     ccache_remote: str = typer.Option(None, "--ccache-remote", help="Remote ccache: redis://HOST:PORT or http://HOST/PATH."),
     bazel_cache: str = typer.Option(None, "--bazel-cache", help="Bazel disk cache: volume:NAME or path:/dir."),
@@ -108,37 +172,27 @@ def wheels_cmd(
     push: str = typer.Option(None, "--push", help="Also upload the wheels to this index URL (legacy upload API)."),
     push_user: str = typer.Option(None, "--user-name", help="Upload user (password from env or .netrc)."),
     index_dir: str = typer.Option(None, "--dir", help="Local index directory (default: \\[index] dir)."),
-    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON on stdout."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan; build nothing."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report (with --dry-run: the plan) as JSON on "
+                                 "stdout."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Print the plan (each wheel: key, reuse or build) and "
+                                 "the stage Dockerfiles; build nothing."),
     locked: bool = typer.Option(False, "--locked", help="Build exactly what the lock file records; "
                                 "drift (a moved ref, a package no longer installable) is an error."),
     lock_file: str = typer.Option("builder.lock", "--lock-file", help="Lock file used with --locked."),
+    **options: object,
 ) -> None:
-    """Build torch (and torch_xla) wheels from git refs into the local index, reusing what is unchanged."""
+    """Build wheels (torch, torch_xla, any recipe) from git refs into the local index, reusing what is unchanged."""
     cfg = get_config({"index.dir": index_dir, "cache.ccache": ccache, "cache.ccache_remote": ccache_remote,
                       "cache.bazel": bazel_cache, "cache.bazel_remote": bazel_remote, "build.user": user,
                       "dist.scheduler": dist})
-    request = Request(torch=torch, xla=xla, torch_repo=torch_repo, xla_repo=xla_repo, jobs=jobs,
-                      smoke=not no_smoke, force_smoke=force_smoke, torch_version=torch_version, xla_version=xla_version,
-                      lock_file=lock_file if locked else "", torch_unpinned=torch_unpinned)
+    request = request_of(options, pkg, jobs, not no_smoke, force_smoke, lock_file if locked else "")
     if dry_run:
-        from builder.build.pipeline import commit_requirements, plan_targets
-        from builder.cli.images import print_dry_run
+        from builder.cli.images import _try_engine, print_dry_run
 
-        for target in plan_targets(cfg, request):
-            ref = target.ref
-            what = f"prebuilt {target.version}" if ref is None else f"{ref.ref} = {ref.sha} ({ref.url})"
-            out.print(f"# {target.recipe}: {what}", markup=False)
-            if ref is not None:
-                reqs = commit_requirements(cfg, ref, target.recipe)
-                out.print(f"#   backend {reqs.backend}; build requirements from "
-                          f"{', '.join(reqs.sources) or 'PEP 517 defaults'}: {' '.join(reqs.requirements)}",
-                          markup=False)
-                if reqs.bazel_version:
-                    out.print(f"#   Bazel {reqs.bazel_version} (.bazelversion) through bazelisk "
-                              f"{cfg.toolchain.bazelisk}, from {cfg.bazel.base_url or 'releases.bazel.build'}",
-                              markup=False)
-        print_dry_run(cfg, None)
+        print_plan(plan_request(cfg, request, lambda _: None, _try_engine()), as_json, cfg.toolchain.bazelisk,
+                   cfg.bazel.base_url)
+        if not as_json:
+            print_dry_run(cfg, None)
         return
     reporter = Reporter(err)
     try:
@@ -158,3 +212,26 @@ def wheels_cmd(
             err.print(line, markup=False, highlight=False, soft_wrap=True)
         err.print(describe_ca(cfg), markup=False, highlight=False)
         out.print(f"index: {cfg.index_dir}/simple/", markup=False)
+
+
+def register_with_recipe_options(name: str, func, hints: dict[str, object]) -> None:  # noqa: ANN001
+    """Register ``func`` as the command ``name`` with the recipes' options added to its
+    signature (typer reads the signature); they reach ``func`` as keyword arguments."""
+    signature = inspect.signature(func)
+    fixed = [p for p in signature.parameters.values() if p.kind is not inspect.Parameter.VAR_KEYWORD]
+    params = [p.replace(kind=inspect.Parameter.KEYWORD_ONLY, annotation=hints.get(p.name, p.annotation))
+              for p in recipe_options() + fixed]
+
+    def command(**kwargs: object) -> None:
+        func(**kwargs)
+
+    command.__signature__ = inspect.Signature(params)  # type: ignore[attr-defined]
+    command.__annotations__ = {p.name: p.annotation for p in params}
+    command.__doc__ = func.__doc__
+    app.command(name)(handle_errors(command))
+
+
+register_with_recipe_options("wheels", wheels_cmd, {
+    "pkg": list[str], "jobs": int, "no_smoke": bool, "force_smoke": bool, "ccache": str, "ccache_remote": str,
+    "bazel_cache": str, "bazel_remote": str, "dist": str, "user": str, "push": str, "push_user": str,
+    "index_dir": str, "as_json": bool, "dry_run": bool, "locked": bool, "lock_file": str})

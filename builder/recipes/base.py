@@ -5,8 +5,50 @@ from __future__ import annotations
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
 
-from builder.mounts import BAZEL_CACHE_MOUNT, CCACHE_MOUNT, INDEX_MOUNT, OUT_MOUNT, SOURCE_ROOT, TORCH_CHECKOUT
+from builder.errors import ConfigError
+from builder.mounts import BAZEL_CACHE_MOUNT, CCACHE_MOUNT, INDEX_MOUNT, OUT_MOUNT, SOURCE_ROOT
+from builder.source.refs import ResolvedRef, is_version, resolve_ref
+
+
+@dataclass(frozen=True)
+class PackageSource:
+    """One package of a request, resolved: built from ``ref`` (a git SHA), or taken
+    prebuilt at ``version`` (from the local index, else fetched into it)."""
+
+    name: str  # recipe name
+    ref: ResolvedRef | None = None
+    version: str = ""
+
+    def describe(self) -> str:
+        return f"prebuilt {self.version}" if self.ref is None else f"{self.ref.ref} = {self.ref.sha[:12]}"
+
+
+@dataclass(frozen=True)
+class PlanInputs:
+    """What a recipe may consult when it decides the sources of what it builds against."""
+
+    specs: dict[str, str | None]  # the request's spec (ref or version) per recipe name; None: not named
+    repo_url: Callable[[str], str]  # recipe name -> git URL (the request's, else [repos], else the default)
+    mirrors: Path  # git mirrors: files at a commit are read there, without a checkout
+    unpinned: bool = False  # build against the named packages even where a commit pins others
+    versions: dict[str, str] = field(default_factory=dict)  # explicit source-build versions per recipe
+
+
+@dataclass(frozen=True)
+class SmokeRun:
+    """What a recipe's own smoke may use: the run's wheels, the image, where records go."""
+
+    engine: object  # builder.engine.Engine
+    index: object  # builder.index.directory.DirectoryIndex
+    image_tag: str
+    image_id: str
+    wheels: tuple[tuple[str, str], ...]  # (filename, sha256) of every wheel of the run
+    data_dir: Path
+    logs_dir: Path
+    force: bool = False
+    note: Callable[[str], None] | None = None
 
 
 @dataclass(frozen=True)
@@ -33,21 +75,76 @@ class Recipe:
 
     name: str = ""  # recipe name: --pkg NAME=REF, [repos] NAME, [packages.NAME]
     project: str = ""  # wheel project name
-    repo_key: str = ""  # [repos] key in the config
+    default_repo: str = ""  # git URL of upstream's sources; [repos] NAME overrides it
     import_name: str = ""  # module the smoke check imports
     compiler_launcher: bool = False  # its build honours CMAKE_<LANG>_COMPILER_LAUNCHER (ccache / sccache)
     # recipes whose wheels this build installs (from this run, else the index) and is keyed on;
     # the request builds them first (the package graph's edges)
     builds_against: tuple[str, ...] = ()
+    # `builder wheels --NAME REF` (with --NAME-repo and --NAME-version) besides --pkg NAME=REF
+    flag_help: str = ""
+    version_env: str = ""  # the env var a source build takes an explicit version from
+    unpinned_help: str = ""  # set: `--NAME-unpinned`, for packages whose dependents' commits pin it
+    nightly: bool = False  # built by `builder nightly` unless --pkg names the set
+    example: str = ""  # a bundled example repo (builder.examples) shaped like upstream: `builder demo` builds it
 
     def repo_url(self, cfg) -> str:  # noqa: ANN001 - Config
-        """The git URL of this package's sources (``[repos]``)."""
-        return getattr(cfg.repos, self.repo_key)
+        """The git URL of this package's sources: ``[repos] NAME`` (builder.toml,
+        BUILDER_REPOS_<NAME>), else upstream's (``default_repo``)."""
+        url = cfg.repos.get(self.name) or self.default_repo
+        if not url:
+            raise ConfigError(f"no repository for {self.name!r}",
+                              f"set [repos] {self.name} = \"<git URL>\" in builder.toml")
+        return url
 
-    def pins(self, read: Callable[[str], str | None]) -> dict[str, str]:
-        """Refs a commit pins for the packages it builds against, read with ``read(path)``
-        from the commit (None: no such file); the plan builds those unless told otherwise."""
-        return {}
+    def plan_against(self, me: PackageSource, plan: PlanInputs) -> dict[str, PackageSource]:
+        """The sources of the packages this one builds against, decided before anything is
+        built: by default each one the request names (a version: prebuilt; a ref: resolved);
+        one it does not name stays undecided (an error unless another package decides it).
+        A recipe whose commits pin what they build against overrides this (xla's
+        ``.torch_commit``), and checks that versions pair."""
+        decided = {}
+        for name in self.builds_against:
+            spec = plan.specs.get(name)
+            if spec is not None:
+                decided[name] = source_of(name, spec, plan.repo_url(name))
+        return decided
+
+    def check_config(self, cfg) -> None:  # noqa: ANN001 - Config
+        """Refuse settings that cannot work for this package, before anything is resolved."""
+
+    def check_against(self, me_version: str, against: dict[str, str]) -> None:
+        """Refuse a prebuilt ``me_version`` that cannot run with the versions it is paired
+        with (``against``: recipe name -> version), before it is fetched."""
+
+    def version_for(self, me: PackageSource, plan: PlanInputs, against_sources: dict[str, str]) -> str:
+        """An explicit wheel version for a source build (``against_sources``: recipe name ->
+        the commit a built-against package came from); empty: the source's own."""
+        return plan.versions.get(self.name, "")
+
+    def layout_checkout(self, requirements) -> str:  # noqa: ANN001 - BuildRequirements
+        """The recipe name whose source checkout this build must sit inside (xla inside
+        torch's, as upstream's CI builds it); empty: a checkout of its own."""
+        return ""
+
+    def bazel_cache_dirs(self) -> tuple[str, ...]:
+        """Dirs this build keeps in the Bazel cache volume (made writable for any build uid
+        before it runs); empty: the build uses no Bazel cache."""
+        return ()
+
+    def release_base(self, mirror: Path, sha: str) -> str:
+        """The release number a nightly of this package dates (``X.Y.Z`` -> ``X.Y.Z.devDATE``);
+        empty: it takes the number of the package it builds against."""
+        return ""
+
+    def commit_of_wheel(self, wheel: Path) -> str:
+        """The source commit a wheel of this package records (for a prebuilt one); empty: unknown."""
+        return ""
+
+    def assemble_checkout(self, mirrors: Path, url: str, sha: str, wheel: Path, dest: Path):  # noqa: ANN201
+        """The checkout of this package (at ``sha``, completed from its ``wheel``) that a
+        dependent builds inside (``layout_checkout``); a SourceTree."""
+        raise NotImplementedError(f"{self.name} provides no checkout for other builds")
 
     def explain_log(self, log_text: str, requirements, cfg) -> str | None:  # noqa: ANN001
         """A failed build's cause a user can act on, when this package's log shows one."""
@@ -95,6 +192,11 @@ class Recipe:
     def smoke_code(self) -> str:
         raise NotImplementedError
 
+    def own_smoke(self, run: SmokeRun) -> tuple[str, dict] | None:
+        """A smoke of this package's own instead of the import smoke (xla's lazy-execution
+        check on a real torch_xla): (status, figures), or None when it does not apply."""
+        return None
+
     def script(self, ctx: BuildContext) -> str:
         """The whole container script: stats, prepare, build, stats. Values are quoted."""
         lines = [
@@ -115,6 +217,25 @@ class Recipe:
         return "\n".join(lines) + "\n"
 
 
+def source_of(name: str, spec: str, url: str) -> PackageSource:
+    """A version is prebuilt; anything else is a git ref resolved (``git ls-remote``) in ``url``."""
+    return PackageSource(name, version=spec) if is_version(spec) else PackageSource(name, ref=resolve_ref(url, spec))
+
+
+CCACHE_MASQUERADE = "$HOME/.ccache-bin"  # in the build's HOME (a fixed path): any uid can make it
+MASQUERADED = ("gcc", "g++", "cc", "c++")
+
+
+def ccache_masquerade_lines() -> list[str]:
+    """Shell lines putting ccache in front of gcc, g++, cc and c++ for a build that has no
+    compiler-launcher setting (torch.utils.cpp_extension): links named like the compilers,
+    first on PATH; ccache runs the next one of that name on PATH, skipping its own links.
+    The image's /usr/lib/ccache holds only gcc-12/g++-12 (ccache's postinst ran before
+    gcc/g++ became alternatives), so the build makes its own."""
+    links = " && ".join(f'ln -sf "$(command -v ccache)" "{CCACHE_MASQUERADE}/{name}"' for name in MASQUERADED)
+    return [f'mkdir -p "{CCACHE_MASQUERADE}" && {links}', f'export PATH="{CCACHE_MASQUERADE}:$PATH"']
+
+
 def pip_from_local_index(*requirements: str, target_home_dir: str = "") -> str:
     """Install ``requirement`` from the mounted local index only: the machine's pip config,
     find-links and mirrors are switched off, so nothing else can answer."""
@@ -124,5 +245,5 @@ def pip_from_local_index(*requirements: str, target_home_dir: str = "") -> str:
             + " ".join(shlex.quote(r) for r in requirements))
 
 
-__all__ = ["BuildContext", "Recipe", "CCACHE_MOUNT", "INDEX_MOUNT", "OUT_MOUNT", "BAZEL_CACHE_MOUNT", "TORCH_CHECKOUT",
-           "pip_from_local_index"]
+__all__ = ["BuildContext", "PackageSource", "PlanInputs", "Recipe", "source_of", "CCACHE_MOUNT", "INDEX_MOUNT",
+           "OUT_MOUNT", "BAZEL_CACHE_MOUNT", "SOURCE_ROOT", "pip_from_local_index", "ccache_masquerade_lines"]

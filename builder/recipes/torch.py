@@ -13,16 +13,28 @@ mapped.
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
+from builder.errors import BuildError
 from builder.mounts import CCACHE_MOUNT, DIST_CLIENT_CONF
 from builder.recipes.base import OUT_MOUNT, BuildContext, Recipe
+from builder.recipes.xla_layout import assemble, torch_commit_of_wheel
+from builder.source.mirror import SourceTree, read_at_commit
 
 
 class TorchRecipe(Recipe):
     name = "torch"
     project = "torch"
-    repo_key = "torch"
+    default_repo = "https://github.com/pytorch/pytorch.git"
     import_name = "torch"
     compiler_launcher = True
+    flag_help = ("torch ref (branch, tag, SHA) to build, or a prebuilt version (default with --xla REF: the torch "
+                 "its .torch_commit pins).")
+    version_env = "PYTORCH_BUILD_VERSION"
+    unpinned_help = "Build xla against --torch even where it differs from .torch_commit."
+    nightly = True
+    example = "faketorch"
 
     def env(self, ctx: BuildContext) -> dict[str, str]:
         # sccache (its dist client configured by builder.build.dist) when compiles are distributed
@@ -46,6 +58,20 @@ class TorchRecipe(Recipe):
                        SCCACHE_SERVER_PORT=str(ctx.dist_port))
         env.update(ctx.extra_env)
         return env
+
+    def release_base(self, mirror: Path, sha: str) -> str:
+        """``version.txt`` at ``sha``: upstream's source of the release number."""
+        text = (read_at_commit(mirror, sha, "version.txt") or "").strip()
+        if not re.fullmatch(r"[0-9]+(\.[0-9]+)+[A-Za-z0-9.]*", text):
+            raise BuildError(f"cannot read version.txt at {sha[:12]}", "a torch tree carries version.txt at its root")
+        return text
+
+    def commit_of_wheel(self, wheel: Path) -> str:
+        return torch_commit_of_wheel(wheel)  # torch/version.py's git_version
+
+    def assemble_checkout(self, mirrors: Path, url: str, sha: str, wheel: Path, dest: Path) -> SourceTree:
+        # the torch checkout torch_xla builds inside, completed from the wheel (builder.recipes.xla_layout)
+        return assemble(mirrors, url, sha, wheel, dest)
 
     def smoke_code(self) -> str:
         return (

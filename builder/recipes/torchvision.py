@@ -28,21 +28,26 @@ Choices for a CPU build in builder's image:
   setuptools' link step; cpp_extension reads CXX for its ninja file.
 - ccache: torch >= 2.13's cpp_extension prepends ``ccache`` to the ninja compiler itself when
   ccache is on PATH (``_wrap_compiler``); older torch does not, and the image's
-  /usr/lib/ccache holds only versioned names (gcc-12, g++-12: ccache's postinst ran before
-  gcc/g++ became alternatives). So the script makes its own masquerade dir (gcc, g++, cc,
-  c++ -> ccache) first on PATH: every compile goes through ccache with either torch, and
-  ``ccache g++`` from torch 2.13 resolves g++ past the link (ccache skips itself).
+  /usr/lib/ccache holds only versioned names (gcc-12, g++-12). So the script puts a
+  masquerade dir of its own first on PATH (``ccache_masquerade_lines``, as the extension
+  recipe does): every compile goes through ccache with either torch, and torch 2.13's
+  ``ccache g++`` resolves g++ past the link (ccache skips itself). Measured in builder's
+  image with the fixture: a change to one of its four .cpp files gives 3 direct hits, 1 miss.
+- no ``example``: ``builder demo`` builds against faketorch, which has no cpp_extension.
 """
 
 from __future__ import annotations
 
+import re
+from pathlib import Path
+
 from packaging.requirements import InvalidRequirement, Requirement
 from packaging.utils import canonicalize_name
 
-from builder.recipes.base import BuildContext, Recipe
+from builder.errors import BuildError
+from builder.recipes.base import BuildContext, Recipe, ccache_masquerade_lines
+from builder.source.mirror import read_at_commit
 
-CCACHE_LINKS = "$HOME/ccache-bin"  # the masquerade dir (HOME is fixed: keys stay the same)
-MASQUERADED = ("gcc", "g++", "cc", "c++")
 IMAGE_CODECS = ("TORCHVISION_USE_PNG", "TORCHVISION_USE_JPEG", "TORCHVISION_USE_WEBP", "TORCHVISION_USE_NVJPEG")
 
 
@@ -63,10 +68,19 @@ def pinned_version(against: tuple[str, ...], project: str) -> str:
 class TorchvisionRecipe(Recipe):
     name = "torchvision"
     project = "torchvision"
-    repo_key = "torchvision"
     default_repo = "https://github.com/pytorch/vision.git"
     import_name = "torchvision"
     builds_against = ("torch",)
+    version_env = "BUILD_VERSION"
+
+    def release_base(self, mirror: Path, sha: str) -> str:
+        """``version.txt`` at ``sha`` (0.26.0a0 on main): what setup.py's get_version() reads and
+        test-infra's pkg-helpers date a nightly from."""
+        text = (read_at_commit(mirror, sha, "version.txt") or "").strip()
+        if not re.fullmatch(r"[0-9]+(\.[0-9]+)+[A-Za-z0-9.]*", text):
+            raise BuildError(f"cannot read version.txt at {sha[:12]}",
+                             "a torchvision tree carries version.txt at its root")
+        return text
 
     def env(self, ctx: BuildContext) -> dict[str, str]:
         env = {
@@ -86,9 +100,7 @@ class TorchvisionRecipe(Recipe):
         return env
 
     def prepare_lines(self, ctx: BuildContext) -> list[str]:
-        links = " && ".join(f"ln -sf /usr/bin/ccache {CCACHE_LINKS}/{name}" for name in MASQUERADED)
-        return [f'mkdir -p {CCACHE_LINKS} && {links}', f'export PATH={CCACHE_LINKS}:"$PATH"',
-                *super().prepare_lines(ctx)]
+        return [*ccache_masquerade_lines(), *super().prepare_lines(ctx)]
 
     def smoke_code(self) -> str:
         # nms runs C++ from _C.so (registered through TORCH_LIBRARY): proves the library loads

@@ -22,11 +22,25 @@ Followed (pytorch/xla master 41398bf, April 2026):
 
 from __future__ import annotations
 
+import re
 import shlex
-from collections.abc import Callable
 
-from builder.recipes.base import BAZEL_CACHE_MOUNT, TORCH_CHECKOUT, BuildContext, Recipe
+from builder.errors import ConfigError
+from builder.recipes.base import (
+    BAZEL_CACHE_MOUNT,
+    SOURCE_ROOT,
+    BuildContext,
+    PackageSource,
+    PlanInputs,
+    Recipe,
+    SmokeRun,
+    source_of,
+)
+from builder.recipes.xla_pairing import check_config, check_pair
+from builder.recipes.xla_pins import plan_pair, torch_source_version, unpinned_xla_version
+from builder.recipes.xla_smoke import is_real_torch_xla, smoke
 
+TORCH_CHECKOUT = f"{SOURCE_ROOT}/pytorch"  # the torch checkout torch_xla builds inside (pytorch/xla's layout)
 BAZEL_DISK_CACHE = f"{BAZEL_CACHE_MOUNT}/disk"
 BAZELISK_HOME = f"{BAZEL_CACHE_MOUNT}/bazelisk"
 
@@ -34,14 +48,60 @@ BAZELISK_HOME = f"{BAZEL_CACHE_MOUNT}/bazelisk"
 class XlaRecipe(Recipe):
     name = "xla"
     project = "torch_xla"
-    repo_key = "xla"
+    default_repo = "https://github.com/pytorch/xla.git"
     import_name = "torch_xla"
     builds_against = ("torch",)
+    flag_help = "torch_xla ref to build, or a prebuilt version."
+    version_env = "TORCH_XLA_VERSION"
+    nightly = True
+    example = "fakexla"
 
-    def pins(self, read: Callable[[str], str | None]) -> dict[str, str]:
-        # pytorch/xla's .torch_commit: the torch commit its CI builds against
-        text = read(".torch_commit")
-        return {"torch": text.strip()} if text and text.strip() else {}
+    def check_config(self, cfg) -> None:  # noqa: ANN001 - Config
+        check_config(cfg)
+
+    def plan_against(self, me: PackageSource, plan: PlanInputs) -> dict[str, PackageSource]:
+        """torch for this torch_xla: a prebuilt xla needs a named torch whose version pairs;
+        a source xla builds against its ``.torch_commit`` unless --torch says otherwise
+        (refused where it differs from the pin, unless unpinned): builder.recipes.xla_pins."""
+        torch_url, spec = plan.repo_url("torch"), plan.specs.get("torch")
+        if me.ref is None:
+            if spec is None:
+                raise ConfigError(f"--xla {me.version} is a prebuilt version: name its torch with --torch")
+            torch = source_of("torch", spec, torch_url)
+            if torch.ref is None:
+                check_pair(spec, me.version)  # refused before anything is fetched or built
+            else:  # a torch built from source: its version.txt (read from the mirror) must pair
+                source = plan.versions.get("torch") or torch_source_version(plan.mirrors, torch.ref)
+                if source:
+                    check_pair(source, me.version, f"torch {spec} ({torch.ref.sha[:12]}, version {source})")
+            return {"torch": torch}
+        pair = plan_pair(plan.mirrors, me.ref, spec, torch_url, plan.unpinned, plan.versions.get("torch", ""),
+                         plan.versions.get("xla", ""))
+        return {"torch": PackageSource("torch", version=pair.torch_version) if pair.torch_ref is None
+                else PackageSource("torch", ref=pair.torch_ref)}
+
+    def check_against(self, me_version: str, against: dict[str, str]) -> None:
+        if "torch" in against:
+            check_pair(against["torch"], me_version)
+
+    def version_for(self, me: PackageSource, plan: PlanInputs, against_sources: dict[str, str]) -> str:
+        if plan.versions.get("xla"):
+            return plan.versions["xla"]
+        torch_commit = against_sources.get("torch")
+        if not torch_commit or me.ref is None:
+            return ""
+        # against another torch than its pin: a name of its own
+        return unpinned_xla_version(plan.mirrors, me.ref, plan.repo_url("torch"), torch_commit)
+
+    def layout_checkout(self, requirements) -> str:  # noqa: ANN001 - BuildRequirements
+        # a Bazel workspace builds inside the torch checkout (WORKSPACE: PYTORCH_LOCAL_DIR "../")
+        return "torch" if requirements.bazel_workspace else ""
+
+    def bazel_cache_dirs(self) -> tuple[str, ...]:
+        return (BAZEL_DISK_CACHE, BAZELISK_HOME)
+
+    def explain_log(self, log_text: str, requirements, cfg) -> str | None:  # noqa: ANN001
+        return bazel_download_hint(log_text, requirements, cfg)
 
     @property
     def source_dir(self) -> str:
@@ -107,6 +167,19 @@ class XlaRecipe(Recipe):
             lines.append(f'printf %s {shlex.quote(rc)} > "$HOME/.bazelrc"')
         return lines + super().prepare_lines(ctx)
 
+    def own_smoke(self, run: SmokeRun) -> tuple[str, dict] | None:
+        """The lazy-execution check when the run holds a real torch_xla (builder.recipes.xla_smoke):
+        one compile, no host syncs, no CPU fallbacks; its figures travel with the wheel."""
+        if not any(is_real_torch_xla(run.index.files_dir / name) for name, _ in run.wheels):
+            return None
+        result = smoke(run.engine, run.index, run.image_tag, run.image_id, list(run.wheels), run.data_dir,
+                       run.logs_dir, run.force, note=run.note)
+        figures = result.as_dict()
+        for name, _ in run.wheels:
+            if is_real_torch_xla(run.index.files_dir / name):
+                run.index.annotate(name, "xla_smoke", figures)
+        return result.status, figures
+
     def smoke_code(self) -> str:
         return (
             "import torch, torch_xla\n"
@@ -115,3 +188,18 @@ class XlaRecipe(Recipe):
             "    assert torch_xla.add_via_torch(2, 3) == 5, torch_xla.add_via_torch(2, 3)\n"
             "    print('torch_xla.add_via_torch(2, 3) == 5')\n"
         )
+
+
+def bazel_download_hint(log_text: str, requirements, cfg) -> str | None:  # noqa: ANN001
+    """bazelisk's "could not download Bazel" as one line: which Bazel, from where, and the setting."""
+    match = re.search(r"could not download Bazel:(.*)", log_text)
+    if match is None:
+        return None
+    url = re.search(r"(?:HTTP GET |Get \")(https?://[^\s\"]+)", match.group(1))
+    version = requirements.bazel_version if requirements and requirements.bazel_version else "?"
+    configured = cfg.bazel.base_url if cfg else ""
+    return (f"bazelisk could not download Bazel {version} (the commit's .bazelversion)"
+            + (f" from {url.group(1)}" if url else "") + "; "
+            + (f"check that the mirror [bazel] base_url = {configured!r} serves {version}/bazel-{version}-linux-x86_64"
+               if configured else "give the build network access to releases.bazel.build, or set [bazel] base_url "
+               "to a mirror of Bazel releases"))

@@ -3,11 +3,11 @@
 Shaped as an in-toto Statement (v1) carrying a SLSA Provenance (v1) predicate, so it can
 be handed to supply-chain tools as is: ``subject`` is the wheel and its sha256,
 ``resolvedDependencies`` the materials (source commit and submodules, every stage image,
-the torch wheel an XLA build installed), ``runDetails`` who built it, when, with which
+the wheels a build installed first, e.g. torch for torch_xla), ``runDetails`` who built it, when, with which
 compilers, SOURCE_DATE_EPOCH and ccache figures. Fields SLSA does not define are
 extension fields, which its parsing rules tell consumers to ignore.
 
-``build_key`` (and, for older readers, ``recipe`` and ``torch_wheel_sha256``) stay at the
+``build_key`` (and, for quick readers, ``recipe`` and ``against_sha256``) stay at the
 top level: the index finds a reusable wheel by ``manifest["build_key"]``.
 
 Secrets never enter: environment entries whose *name* looks secret (TOKEN, PASSWORD,
@@ -67,7 +67,7 @@ class Provenance:
     ref: str = ""  # the ref the user named (main, v2.9.0); the SHA is in the source tree
     images: tuple[ImageRef, ...] = ()
     compilers: dict[str, str] = field(default_factory=dict)
-    torch_wheel: str = ""  # file name of the torch wheel an XLA build installed
+    against_wheels: tuple[str, ...] = ()  # file names of the wheels the build installed first (its builds_against)
 
 
 @dataclass(frozen=True)
@@ -93,10 +93,11 @@ class StepRecord:
     ccache: dict[str, Any]
     builder_version: str
     version: str = ""  # explicit wheel version asked for (nightlies); empty: the source's own
-    torch_requirement: str = ""
-    torch_sha256: str = ""
-    torch_source_url: str = ""  # the torch checkout an xla build ran inside (builder.recipes.xla_layout)
-    torch_source_sha: str = ""
+    against: tuple[str, ...] = ()  # "project==version" of each wheel the build installed first
+    against_sha256: tuple[str, ...] = ()  # their sha256, in the same order
+    checkout_recipe: str = ""  # the package whose checkout the build ran inside (xla: torch's), if any
+    checkout_url: str = ""
+    checkout_sha: str = ""
 
 
 # ----------------------------------------------------------------------- secrets
@@ -178,12 +179,13 @@ def _materials(step: StepRecord, prov: Provenance) -> list[dict[str, Any]]:
         if image.key:
             entry["annotations"] = {"key": image.key}
         materials.append(entry)
-    if step.torch_sha256:
-        materials.append({"name": "torch-wheel", "uri": prov.torch_wheel or "torch",
-                          "digest": {"sha256": step.torch_sha256}})
-    if step.torch_source_sha:
-        materials.append({"name": "torch-source", "uri": f"git+{redact_url(step.torch_source_url)}",
-                          "digest": {"gitCommit": step.torch_source_sha}})
+    names = list(prov.against_wheels) + [""] * len(step.against_sha256)
+    for requirement, sha, filename in zip(step.against, step.against_sha256, names, strict=False):
+        materials.append({"name": f"against:{requirement.partition('==')[0]}", "uri": filename or requirement,
+                          "digest": {"sha256": sha}})
+    if step.checkout_sha:
+        materials.append({"name": f"checkout:{step.checkout_recipe}", "uri": f"git+{redact_url(step.checkout_url)}",
+                          "digest": {"gitCommit": step.checkout_sha}})
     return materials
 
 
@@ -209,7 +211,7 @@ def build_manifest(step: StepRecord, prov: Provenance | None = None,
                     "redactedEnv": dropped,
                     "command": list(step.command),
                     "buildImage": {"tag": step.image_tag, "id": step.image_id},
-                    "torchRequirement": step.torch_requirement,
+                    "against": list(step.against),
                     "sourceDateEpoch": step.source_date_epoch,
                 },
                 "resolvedDependencies": _materials(step, prov),
@@ -226,7 +228,7 @@ def build_manifest(step: StepRecord, prov: Provenance | None = None,
         },
         "build_key": step.build_key,
         "recipe": step.recipe,
-        "torch_wheel_sha256": step.torch_sha256,
+        "against_sha256": list(step.against_sha256),
     }
     return scrub(manifest, secret_values(os.environ if environ is None else environ))
 
@@ -247,11 +249,12 @@ class RebuildSpec:
     redacted_env: list[str]
     image_tag: str
     image_id: str
-    torch_requirement: str
-    torch_sha256: str
+    against: tuple[str, ...]
+    against_sha256: tuple[str, ...]
     source_date_epoch: int
-    torch_source_url: str = ""
-    torch_source_sha: str = ""
+    checkout_recipe: str = ""
+    checkout_url: str = ""
+    checkout_sha: str = ""
 
 
 def rebuild_spec(manifest: Mapping[str, Any]) -> RebuildSpec:
@@ -263,16 +266,18 @@ def rebuild_spec(manifest: Mapping[str, Any]) -> RebuildSpec:
     definition = manifest["predicate"]["buildDefinition"]
     external, internal = definition["externalParameters"], definition["internalParameters"]
     subject = manifest["subject"][0]
-    torch_source = next((m for m in definition.get("resolvedDependencies", []) if m.get("name") == "torch-source"), {})
+    checkout = next((m for m in definition.get("resolvedDependencies", []) if m.get("name", "").startswith(
+        "checkout:")), {})
     return RebuildSpec(
         wheel=subject["name"], sha256=subject["digest"]["sha256"], build_key=manifest["build_key"],
         recipe=external["recipe"], source_url=external["source"]["uri"], source_sha=external["source"]["sha"],
         version=external["version"], env=dict(internal["env"]), redacted_env=list(internal["redactedEnv"]),
         image_tag=internal["buildImage"]["tag"], image_id=internal["buildImage"]["id"],
-        torch_requirement=internal["torchRequirement"], torch_sha256=manifest.get("torch_wheel_sha256", ""),
+        against=tuple(internal["against"]), against_sha256=tuple(manifest.get("against_sha256", [])),
         source_date_epoch=internal["sourceDateEpoch"],
-        torch_source_url=torch_source.get("uri", "").removeprefix("git+"),
-        torch_source_sha=torch_source.get("digest", {}).get("gitCommit", ""),
+        checkout_recipe=checkout.get("name", "").removeprefix("checkout:"),
+        checkout_url=checkout.get("uri", "").removeprefix("git+"),
+        checkout_sha=checkout.get("digest", {}).get("gitCommit", ""),
     )
 
 

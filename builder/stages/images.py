@@ -40,7 +40,7 @@ def stage_labels(stage: RenderedStage) -> dict[str, str]:
         "builder.stage": stage.name,
         "builder.key": stage.key,
         "builder.parent-id": stage.parent_id or "",
-        "builder.recipes.xla_pins": labels_json(stage.spec.pins),
+        "builder.pins": labels_json(stage.spec.pins),
     }
 
 
@@ -202,6 +202,35 @@ def build_stages(engine: Engine, config: Config, specs: list[StageSpec], report:
             report(stage.name, "built")
         parent_ref, parent_id = stage.tag, results[-1].image_id
     return results
+
+
+@dataclass(frozen=True)
+class StageLookup:
+    """A stage as the plan sees it: its key and image when they can be known without
+    building (a stage over a parent that must be built has neither yet)."""
+
+    name: str
+    key: str | None
+    tag: str | None
+    image_id: str | None  # None: to build
+
+
+def lookup_stages(engine: Engine, config: Config, specs: list[StageSpec], base_id: str | None,
+                  parent_ref: str | None = None) -> list[StageLookup]:
+    """What ``build_stages`` would reuse, read from the engine's image list only (no build,
+    no container): keys chain on parent image IDs, so after the first missing image the
+    keys of the stages above it are unknown."""
+    found: list[StageLookup] = []
+    parent_ref, parent_id = parent_ref or config.base.image, base_id
+    for spec in specs:
+        if parent_id is None:
+            found.append(StageLookup(spec.name, None, None, None))
+            continue
+        stage = render_stage(spec, parent_ref, parent_id)
+        image_id = engine.image_id(stage.tag)
+        found.append(StageLookup(spec.name, stage.key, stage.tag, image_id))
+        parent_ref, parent_id = stage.tag, image_id
+    return found
 
 
 @dataclass(frozen=True)

@@ -23,9 +23,9 @@ from builder.engine import ContainerSpec, Engine, Mount
 from builder.errors import ConfigError
 from builder.index.directory import DirectoryIndex
 from builder.recipes.xla_pairing import check_pair, series
+from builder.recipes.xla_smoke import ensure_image, is_real_torch_xla
 from builder.xla.check import CONTAINER_ROOT, is_noise
 from builder.xla.runner import RUNNER
-from builder.xla.smoke import ensure_image, is_real_torch_xla
 
 DEFAULT_VERSION = "2.9.0"
 Note = Callable[[str], None]

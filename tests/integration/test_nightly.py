@@ -47,7 +47,7 @@ def test_nightly_twice_then_after_a_commit(env, tmp_path):
     first, report = nightly(env, "first")
     assert first.returncode == 0, first.stderr
     assert report["status"] == "built"
-    assert report["torch_version"] == f"2.99.0.dev{today()}"
+    assert report["versions"]["torch"] == report["version"] == f"2.99.0.dev{today()}"
     wheels = {w["project"]: w for w in report["wheels"]}
     assert wheels["torch"]["filename"].startswith(f"torch-2.99.0.dev{today()}-")
     assert wheels["torch_xla"]["version"] == f"2.99.0.dev{today()}"
@@ -67,7 +67,7 @@ def test_nightly_twice_then_after_a_commit(env, tmp_path):
     commit_change(env["torch"], "csrc/kernels/kernel_002.cpp")
     third, newer = nightly(env, "third")
     assert third.returncode == 0, third.stderr
-    assert newer["torch_version"] == f"2.99.0.dev{today()}01"
+    assert newer["versions"]["torch"] == f"2.99.0.dev{today()}01"
 
     # pip, with only builder's index (the machine's pip config switched off), picks the newest.
     pip_env = {k: v for k, v in os.environ.items() if not k.startswith("PIP_")}

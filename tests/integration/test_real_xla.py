@@ -112,7 +112,7 @@ def test_cold_run_fetches_both_wheels_and_deps_with_hashes_checked(env, cold):
 def test_cold_run_smoke_is_lazy(cold):
     report, _ = cold
     assert report["smoke"] in ("passed", "reused")
-    smoke = report["xla_smoke"]
+    smoke = report["smoke_figures"]
     figures = smoke["figures"]
     assert figures["steps"] == 6
     assert figures["compiles"] == 1 and figures["uncached_compiles"] == 1 and figures["cached_compiles"] == 5
@@ -135,7 +135,7 @@ def test_rerun_is_a_noop_and_force_smoke_runs_again(env, cold, engine):
     before = snapshot(env["cache"])
     report = json.loads(wheels(env, *PAIR).stdout)
     assert [w["status"] for w in report["wheels"]] == ["prebuilt", "prebuilt"]
-    assert report["smoke"] == "reused" and report["xla_smoke"]["figures"]["compiles"] == 1
+    assert report["smoke"] == "reused" and report["smoke_figures"]["figures"]["compiles"] == 1
     assert snapshot(env["cache"]) == before  # nothing downloaded
     fetched = run_builder("index", "fetch", "torch==2.9.0", "torch_xla==2.9.0", "--json", config=env["cfg"])
     assert fetched.returncode == 0, fetched.stderr
@@ -144,9 +144,9 @@ def test_rerun_is_a_noop_and_force_smoke_runs_again(env, cold, engine):
     assert {w["status"] for w in result["wheels"]} == {"present"}
     assert snapshot(env["cache"]) == before
     forced = json.loads(wheels(env, *PAIR, "--force-smoke").stdout)
-    assert forced["smoke"] == "passed" and forced["xla_smoke"]["image_reused"]
-    assert forced["xla_smoke"]["run_seconds"] > 0
-    assert engine.image_id(forced["xla_smoke"]["image"]) is not None
+    assert forced["smoke"] == "passed" and forced["smoke_figures"]["image_reused"]
+    assert forced["smoke_figures"]["run_seconds"] > 0
+    assert engine.image_id(forced["smoke_figures"]["image"]) is not None
     assert [c.name for c in engine.containers_with_label("builder.step")] == []
 
 
@@ -253,11 +253,11 @@ def test_fixture_xla_builds_against_the_fetched_torch(env, cold, engine, tmp_pat
     assert steps["xla"]["status"] == "built"
     assert steps["xla"]["filename"].startswith("torch_xla_real_ext-2.9.0+git")  # pairs with torch 2.9
     manifest = json.loads((env["index"] / "files" / (steps["xla"]["filename"] + ".manifest.json")).read_text())
-    assert manifest["torch_wheel_sha256"] == torch_sha
+    assert manifest["against_sha256"] == [torch_sha]
     script = ("PIP_CONFIG_FILE=/dev/null pip install -q --no-cache-dir --no-deps --index-url file:///index/simple/ "
               f"'torch_xla_real_ext=={steps['xla']['version']}' && cd /tmp && python -c 'import torch, "
               "torch_xla_real_ext as ext; print(torch.__version__, ext.add_twice(torch.ones(3), torch.ones(3)))'")
-    result = engine.run(ContainerSpec(image=cold[0]["xla_smoke"]["image"], command=["sh", "-c", script],
+    result = engine.run(ContainerSpec(image=cold[0]["smoke_figures"]["image"], command=["sh", "-c", script],
                                       network="none", mounts=[Mount(str(env["index"]), "/index", read_only=True)]))
     assert result.exit_code == 0, result.output[-2000:]
     assert "2.9.0+cu128 tensor([3., 3., 3.])" in result.output

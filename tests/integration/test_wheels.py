@@ -119,6 +119,28 @@ def test_only_xla_changes_torch_is_not_rebuilt(env, cold):
     assert after["xla"]["status"] == "built"
 
 
+def plan(env, *args):
+    done = run_builder("wheels", "--torch", "main", "--xla", "main", "--dry-run", "--json", *args, config=env["cfg"])
+    assert done.returncode == 0, done.stderr
+    return {w["name"]: w for w in json.loads(done.stdout)["wheels"]}
+
+
+def test_dry_run_plan_lists_keys_and_the_run_builds_exactly_that(env, cold):
+    before, _ = wheels(env, "--torch-unpinned")
+    planned = plan(env, "--torch-unpinned")  # nothing changed: every wheel reused, with its key
+    assert {n: (w["status"], w["key"]) for n, w in planned.items()} == {
+        n: ("reuse", w["key"]) for n, w in before.items()}
+    commit_change(env["xla"], "torch_xla/csrc/xla_kernel_001.cpp")
+    planned = plan(env, "--torch-unpinned")
+    assert planned["torch"]["status"] == "reuse" and planned["torch"]["key"] == before["torch"]["key"]
+    assert planned["xla"]["status"] == "build" and planned["xla"]["key"] not in (None, before["xla"]["key"])
+    assert planned["xla"]["sha"] != before["xla"]["source_sha"]
+    after, report = wheels(env, "--torch-unpinned")
+    assert {n: w["status"] for n, w in after.items()} == {"torch": "reused", "xla": "built"}
+    assert after["xla"]["key"] == planned["xla"]["key"]  # the plan's key is the build's key
+    assert report["plan_deviations"] == []
+
+
 def test_truncated_published_wheel_is_found_then_rebuilt_and_replaced(env, cold):
     current, _ = wheels(env, "--torch-unpinned")  # torch main has moved past xla's pin by now
     published = env["index"] / "files" / current["xla"]["filename"]

@@ -45,7 +45,7 @@ def wheels(cfg, *args):
 def torch_source(index, filename):
     manifest = json.loads((index / "files" / f"{filename}.manifest.json").read_text())
     materials = manifest["predicate"]["buildDefinition"]["resolvedDependencies"]
-    return next(m for m in materials if m["name"] == "torch-source")["digest"]["gitCommit"]
+    return next(m for m in materials if m["name"] == "checkout:torch")["digest"]["gitCommit"]
 
 
 @pytest.fixture(scope="module")

@@ -5,6 +5,7 @@ torch_xla program tooling in xla/) names a package builder builds."""
 from __future__ import annotations
 
 import ast
+import re
 from pathlib import Path
 
 import pytest
@@ -75,3 +76,60 @@ def test_a_layer_check_that_can_fail():
     # the checks above would pass vacuously if the names did not resolve to layers
     assert layer_of("builder.cli.wheels") == "cli" and layer_of("builder.config") == "core"
     assert LAYERS.index(layer_of("builder.build.pipeline")) < LAYERS.index(layer_of("builder.index.fetch"))
+
+
+# ------------------------------------------------------------- no package names outside recipes/
+# The packages builder has recipes for, as a name part (torch_repo, "xla", xla_layout ...).
+PACKAGE_NAMES = re.compile(r"(?:^|_|\b)(torch|xla|torchvision|torchaudio|pytorch)(?:$|_|\b)", re.IGNORECASE)
+# recipes/ holds what is specific to a package; xla/ is the torch_xla *program* tooling
+# (xla-check), and cli/xla.py its command; examples/ are the fixture repos.
+MAY_NAME_PACKAGES = ("recipes/", "xla/", "cli/xla.py", "examples/")
+# the xla-check command's registration (its module) and its --help example key
+COMMAND_NAMES = {"cli/main.py": {"xla"}, "cli/examples.py": {"xla-check"}}
+
+
+def named_packages(source: str) -> list[tuple[int, str]]:
+    """Identifiers, import paths and code strings (no whitespace: keys, flags, names) that
+    name a package. Docstrings and prose (help texts, messages, examples) are not code."""
+    tree = ast.parse(source)
+    docstrings = {id(node.body[0].value) for node in ast.walk(tree)
+                  if isinstance(node, (ast.Module, ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef))
+                  and node.body and isinstance(node.body[0], ast.Expr)
+                  and isinstance(node.body[0].value, ast.Constant)}
+    found = []
+    for node in ast.walk(tree):
+        texts: list[str] = []
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and id(node) not in docstrings:
+            texts = [node.value] if not re.search(r"\s", node.value) else []
+        elif isinstance(node, ast.Name):
+            texts = [node.id]
+        elif isinstance(node, ast.Attribute):
+            texts = [node.attr]
+        elif isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            texts = [node.name]
+        elif isinstance(node, ast.arg):
+            texts = [node.arg]
+        elif isinstance(node, ast.keyword) and node.arg:
+            texts = [node.arg]
+        elif isinstance(node, ast.ImportFrom):
+            texts = [node.module or "", *(a.asname or a.name for a in node.names)]
+        elif isinstance(node, ast.Import):
+            texts = [a.asname or a.name for a in node.names]
+        found += [(getattr(node, "lineno", 0), t) for t in texts if PACKAGE_NAMES.search(t)]
+    return found
+
+
+def test_the_name_check_catches_what_it_should():
+    code = 'from builder.recipes.xla_layout import assemble\ntorch_repo = cfg.repos.xla\nif r == "torch": pass\n'
+    assert sorted(t for _, t in named_packages(code)) == ["builder.recipes.xla_layout", "torch", "torch_repo", "xla"]
+    prose = '"""Builds torch."""\nhelp = "a torch ref, e.g. --torch main"\nname = "torchlike"\n'
+    assert named_packages(prose) == []
+
+
+@pytest.mark.parametrize("path", [p for p in modules()
+                                  if not str(p.relative_to(PACKAGE)).startswith(MAY_NAME_PACKAGES)],
+                         ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_no_module_outside_recipes_names_a_package(path):
+    allowed = COMMAND_NAMES.get(str(path.relative_to(PACKAGE)), set())
+    found = [(line, text) for line, text in named_packages(path.read_text()) if text not in allowed]
+    assert not found, f"{path.relative_to(PACKAGE)} names packages (move it into a recipe): {found[:5]}"

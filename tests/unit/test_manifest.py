@@ -83,14 +83,22 @@ def test_statement_shape(manifest):
     json.dumps(manifest)  # serializable
 
 
-def test_xla_manifest_lists_the_torch_wheel():
-    m = build_manifest(record(recipe="xla", torch_sha256="e" * 64),
-                       Provenance(ref="main", torch_wheel="torch-2.99.0-cp311-cp311-linux_x86_64.whl"), {})
-    assert m["torch_wheel_sha256"] == "e" * 64
-    torch = m["predicate"]["buildDefinition"]["resolvedDependencies"][-1]
-    assert torch == {"name": "torch-wheel", "uri": "torch-2.99.0-cp311-cp311-linux_x86_64.whl",
+def test_manifest_lists_the_wheels_built_against_and_the_checkout():
+    m = build_manifest(record(recipe="xla", against=("torch==2.99.0",), against_sha256=("e" * 64,),
+                              checkout_recipe="torch", checkout_url="https://u:tok@example.org/pytorch.git",
+                              checkout_sha="f" * 40),
+                       Provenance(ref="main", against_wheels=("torch-2.99.0-cp311-cp311-linux_x86_64.whl",)), {})
+    assert m["against_sha256"] == ["e" * 64]
+    assert m["predicate"]["buildDefinition"]["internalParameters"]["against"] == ["torch==2.99.0"]
+    wheel, checkout = m["predicate"]["buildDefinition"]["resolvedDependencies"][-2:]
+    assert wheel == {"name": "against:torch", "uri": "torch-2.99.0-cp311-cp311-linux_x86_64.whl",
                      "digest": {"sha256": "e" * 64}}
+    assert checkout == {"name": "checkout:torch", "uri": "git+https://example.org/pytorch.git",
+                        "digest": {"gitCommit": "f" * 40}}
     validate_manifest(m)
+    spec = rebuild_spec(m)
+    assert (spec.against, spec.against_sha256) == (("torch==2.99.0",), ("e" * 64,))
+    assert (spec.checkout_recipe, spec.checkout_sha) == ("torch", "f" * 40)
 
 
 def test_secrets_never_in_the_manifest(manifest):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from builder.build.pipeline import Request, plan_targets
+from builder.build.graph import PackageRequest, Request, resolve
 from builder.config import Config, PythonConfig
 from builder.errors import ConfigError
 from builder.recipes.xla_pairing import (
@@ -65,11 +65,16 @@ def test_wheels_plan_refuses_a_mismatched_pair_before_any_ref_or_download(monkey
     def no_network(*args, **kwargs):  # pragma: no cover - must not be reached
         raise AssertionError("resolve_ref called")
 
-    monkeypatch.setattr("builder.build.pipeline.resolve_ref", no_network)
+    monkeypatch.setattr("builder.recipes.base.resolve_ref", no_network)
+    monkeypatch.setattr("builder.recipes.xla_pins.resolve_ref", no_network)
+
+    def request(torch: str, xla: str) -> Request:
+        return Request((PackageRequest("torch", torch), PackageRequest("xla", xla)))
+
     with pytest.raises(ConfigError, match="built for torch 2.9"):
-        plan_targets(Config(), Request(torch="2.13.0", xla="2.9.0"))
-    targets = plan_targets(Config(), Request(torch="2.9.0", xla="2.9.0"))
-    assert [(t.recipe, t.version) for t in targets] == [("torch", "2.9.0"), ("xla", "2.9.0")]
+        resolve(Config(), request("2.13.0", "2.9.0"))
+    resolved = resolve(Config(), request("2.9.0", "2.9.0"))
+    assert [(s.name, s.version) for s in resolved.sources] == [("torch", "2.9.0"), ("xla", "2.9.0")]
 
 
 def test_torch_pin_is_the_last_non_comment_line():

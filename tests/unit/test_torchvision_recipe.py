@@ -54,8 +54,8 @@ def test_job_count_is_unkeyed_and_the_rest_keyed():
 def test_script_installs_torch_and_masquerades_ccache():
     script = TorchvisionRecipe().script(ctx(against=("torch==2.13.0+cpu",)))
     lines = script.splitlines()
-    links = next(i for i, line in enumerate(lines) if "ln -sf /usr/bin/ccache $HOME/ccache-bin/g++" in line)
-    path = lines.index('export PATH=$HOME/ccache-bin:"$PATH"')
+    links = next(i for i, line in enumerate(lines) if '"$HOME/.ccache-bin/g++"' in line)
+    path = lines.index('export PATH="$HOME/.ccache-bin:$PATH"')
     install = next(i for i, line in enumerate(lines) if "pip install" in line)
     build = lines.index("python -m build --wheel --no-isolation --outdir /out/dist")
     assert links < path < install < build
@@ -67,13 +67,23 @@ def test_script_installs_torch_and_masquerades_ccache():
 
 def test_script_without_torch_still_masquerades():
     script = TorchvisionRecipe().script(ctx())
-    assert "ccache-bin/gcc" in script and "pip install" not in script
+    assert '.ccache-bin/gcc"' in script and "pip install" not in script
 
 
 def test_smoke_calls_a_cpp_op():
     code = TorchvisionRecipe().smoke_code()
     compile(code, "smoke", "exec")
     assert "torchvision.ops.nms(" in code and "_HAS_OPS" in code and "[0, 2]" in code
+
+
+def test_release_base_is_version_txt(tmp_path):
+    import subprocess as sp
+
+    from builder.examples import write_example_repo
+
+    repo = write_example_repo("faketorchvision", tmp_path / "faketorchvision")
+    sha = sp.run(["git", "rev-parse", "HEAD"], cwd=repo, capture_output=True, text=True, check=True).stdout.strip()
+    assert TorchvisionRecipe().release_base(repo / ".git", sha) == "0.99.0a0"
 
 
 def test_deps_layer_leaves_out_what_it_builds_against():

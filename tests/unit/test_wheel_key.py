@@ -35,10 +35,10 @@ def test_speed_only_values_do_not_change_the_key():
     assert key(xla, with_remote) == key(xla, without)
 
 
-def test_requirements_torch_source_and_normalizer_are_keyed(monkeypatch):
+def test_requirements_checkout_and_normalizer_are_keyed(monkeypatch):
     base = key()
     assert key(requirements=("numpy",)) != base
-    assert key(torch_source="b" * 40) != base
+    assert key(checkout_source="b" * 40) != base
     monkeypatch.setattr(wheelstep, "NORMALIZER_VERSION", normalize.NORMALIZER_VERSION + "x")
     assert key() != base
 

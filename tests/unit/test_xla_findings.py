@@ -14,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from builder.index.fetch import Sources, cache_record_valid, parse_report, resolve_command, sources_for
+from builder.recipes.xla_smoke import SmokeFigures, image_key, parse_figures, result_key, verdict
 from builder.xla.check import (
     CONTAINER_ROOT,
     Block,
@@ -27,7 +28,6 @@ from builder.xla.check import (
     user_frame,
 )
 from builder.xla.runtime import LiveOutput
-from builder.xla.smoke import SmokeFigures, image_key, parse_figures, result_key, verdict
 
 DATA = Path(__file__).resolve().parent.parent / "data"
 CAPTURED = DATA / "xla_check"
@@ -270,9 +270,11 @@ def test_cache_record_valid_tracks_size_and_mtime(tmp_path):
 
 # ------------------------------------------------------------- smoke of other wheels
 def test_wheel_smoke_of_an_extension_built_by_the_xla_recipe(tmp_path):
+    from builder.build.smoke import top_level_packages, wheel_smoke
     from builder.build.wheelstep import StepOutcome
+    from builder.config import Config
     from builder.index.directory import DirectoryIndex
-    from builder.xla.smoke import is_real_torch_xla, real_xla_wheels, top_level_packages, wheel_smoke
+    from builder.recipes.xla_smoke import is_real_torch_xla, real_xla_wheels
     from tests.helpers_wheels import make_wheel
 
     index = DirectoryIndex(tmp_path / "index")
@@ -282,11 +284,14 @@ def test_wheel_smoke_of_an_extension_built_by_the_xla_recipe(tmp_path):
     index.add(fake)
     assert top_level_packages(ext) == ["torch_xla_real_ext"]
     built = StepOutcome("xla", "torch_xla", "built", ext.name, "2.99.0+git1cb1889", "0" * 64)
-    requirement, code = wheel_smoke(index, built, "import torch_xla\n")
+    requirement, code = wheel_smoke(Config(), index, built)
     assert requirement == "torch_xla_real_ext==2.99.0+git1cb1889"
+    assert code.startswith("import torch\n")  # what the xla recipe builds against, first
     assert "import torch_xla_real_ext\n" in code and "import torch_xla\n" not in code
     same = StepOutcome("xla", "torch_xla", "built", fake.name, "2.99.0", "0" * 64)
-    assert wheel_smoke(index, same, "import torch_xla\n") == ("torch_xla==2.99.0", "import torch_xla\n")
+    from builder.recipes import get_recipe
+
+    assert wheel_smoke(Config(), index, same) == ("torch_xla==2.99.0", get_recipe("xla").smoke_code())
     assert not is_real_torch_xla(fake)  # named torch_xla, but no metrics / parallel_loader modules
     assert real_xla_wheels(index, [built, same]) == []
 

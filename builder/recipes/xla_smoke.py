@@ -31,6 +31,7 @@ from typing import Any
 
 from builder.engine import ContainerSpec, Engine, Mount
 from builder.errors import BuildError
+from builder.files import atomic_write
 from builder.index.directory import DirectoryIndex
 from builder.index.wheelmeta import parse_filename
 from builder.recipes.base import INDEX_MOUNT, pip_from_local_index
@@ -204,28 +205,6 @@ def real_xla_wheels(index: DirectoryIndex, outcomes: list) -> list[tuple[str, st
     return []
 
 
-def top_level_packages(wheel: Path) -> list[str]:
-    """The importable packages a wheel installs (``name/__init__.py`` at its root)."""
-    with zipfile.ZipFile(wheel) as zf:
-        names = {n.split("/", 1)[0] for n in zf.namelist() if n.count("/") == 1 and n.endswith("/__init__.py")}
-    return sorted(n for n in names if not n.endswith((".dist-info", ".data")))
-
-
-def wheel_smoke(index: DirectoryIndex, outcome, recipe_code: str) -> tuple[str, str]:
-    """(requirement, smoke code) for one wheel of a run. The requirement names the wheel's
-    own project and version, which is the recipe's project for upstream sources but not
-    for an out-of-tree extension built by the xla recipe (the xla_real_ext fixture makes
-    ``torch_xla_real_ext``); such a wheel gets an import of its packages (with torch
-    first) instead of the recipe's ``import torch_xla`` check."""
-    requirement = requirement_of(outcome.filename)
-    if parse_filename(outcome.filename).normalized == outcome.project.replace("_", "-").lower():
-        return requirement, recipe_code
-    packages = top_level_packages(index.files_dir / outcome.filename)
-    code = "import torch\n" + "".join(f"import {p}\nprint({p!r}, 'imported against torch', torch.__version__)\n"
-                                      for p in packages)
-    return requirement, code
-
-
 def requirement_of(filename: str) -> str:
     """``torch==2.9.0`` for ``torch-2.9.0-cp311-...whl``: exactly the wheel in the index."""
     wheel = parse_filename(filename)
@@ -311,9 +290,6 @@ def smoke(engine: Engine, index: DirectoryIndex, python_tag: str, python_image_i
     if problems:
         raise BuildError(f"XLA smoke check failed ({figures.summary()}): " + "; ".join(problems),
                          f"see the log {log_path}")
-    record.parent.mkdir(parents=True, exist_ok=True)
-    tmp = record.with_name(f".{record.name}.tmp")
-    tmp.write_text(json.dumps({**result.as_dict(), "wheels": [f for f, _ in wheels], "passed": time.time()},
-                              indent=1))
-    tmp.replace(record)
+    atomic_write(record, json.dumps({**result.as_dict(), "wheels": [f for f, _ in wheels], "passed": time.time()},
+                                    indent=1))
     return result
