@@ -15,7 +15,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from builder.errors import ConfigError
-
 from builder.mounts import CCACHE_MOUNT, SOURCE_ROOT  # noqa: F401 (re-exported for the build)
 
 

@@ -34,7 +34,6 @@ from typing import Any
 import requests
 
 from builder.errors import BuildError, ConfigError
-
 from builder.mounts import DIST_CLIENT_CONF as CLIENT_CONF  # in the step's out dir; SCCACHE_CONF points at it
 
 TOKEN_ENV = "BUILDER_DIST_TOKEN"

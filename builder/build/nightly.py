@@ -22,8 +22,8 @@ from builder.config import Config
 from builder.errors import BuilderError, BuildError
 from builder.files import atomic_write
 from builder.recipes import get_recipe
-from builder.source.refs import resolve_ref
 from builder.source.mirror import update_mirror
+from builder.source.refs import resolve_ref
 
 EXIT_BUILT = 0
 EXIT_FAILED = 1

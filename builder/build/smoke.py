@@ -19,9 +19,9 @@ from builder.engine import ContainerSpec, Engine, Mount
 from builder.errors import BuildError
 from builder.files import atomic_write
 from builder.index.directory import DirectoryIndex
+from builder.index.wheelmeta import parse_filename
 from builder.mounts import INDEX_MOUNT
 from builder.recipes import get_recipe
-from builder.index.wheelmeta import parse_filename
 from builder.recipes.base import SmokeRun, pip_from_local_index
 from builder.stages.images import StageResult
 

@@ -23,13 +23,13 @@ from builder.build import profile
 from builder.build.ccache import CCACHE_MOUNT, CacheStats, parse_print_stats, stats_delta
 from builder.build.dist import parse_stats as parse_dist_stats
 from builder.build.dist import write_client_config
+from builder.build.progress import LogTee, StepProgress
 from builder.engine import ContainerSpec, Engine, Mount
 from builder.errors import BuildError
 from builder.index.directory import DirectoryIndex
+from builder.recipes.base import BAZEL_CACHE_MOUNT, INDEX_MOUNT, OUT_MOUNT, BuildContext, Recipe
 from builder.repro.manifest import Provenance, StepRecord, build_manifest
 from builder.repro.normalize import NORMALIZER_VERSION, normalize_wheel
-from builder.build.progress import LogTee, StepProgress
-from builder.recipes.base import BAZEL_CACHE_MOUNT, INDEX_MOUNT, OUT_MOUNT, BuildContext, Recipe
 from builder.source.mirror import SourceTree
 
 HOME = "/tmp/builder-home"
