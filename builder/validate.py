@@ -11,6 +11,8 @@ import re
 import shlex
 from urllib.parse import ParseResult, urlparse
 
+from packaging.requirements import InvalidRequirement, Requirement
+
 from builder.errors import ValidationError
 
 MAX_LEN = 256
@@ -120,6 +122,25 @@ def py_version(value: object, field: str = "version") -> str:
 def requirement(value: object, field: str = "requirement") -> str:
     """A pinned pip requirement ``name==version`` (an exact pin, so builds repeat)."""
     return _match(field, value, _REQUIREMENT, "pinned requirement (name==version)")
+
+
+_BUILD_REQUIREMENT_CHARS = re.compile(r"^[A-Za-z0-9 ._\[\],<>=!~*;()'\"-]+$")
+
+
+def build_requirement(value: object, field: str = "requirement") -> str:
+    """A PEP 508 requirement from the package index (``setuptools``, ``ninja>=1.11``,
+    markers allowed; no URL, no pip option, no shell metacharacter)."""
+    text = _common(field, value)
+    if text.startswith("-") or not _BUILD_REQUIREMENT_CHARS.match(text):
+        raise ValidationError(f"{field} {text!r} is not a valid requirement",
+                              "name[extras] version-specifiers; markers (no URLs, no pip options)")
+    try:
+        parsed = Requirement(text)
+    except InvalidRequirement as exc:
+        raise ValidationError(f"{field} {text!r} is not a valid requirement: {exc}") from None
+    if parsed.url:
+        raise ValidationError(f"{field} {text!r} points at a URL", "build requirements come from the package index")
+    return text
 
 
 def env_name(value: object, field: str = "env name") -> str:

@@ -31,7 +31,7 @@ from builder.engine import Engine
 from builder.errors import BuilderError
 from builder.files import atomic_copy, sha256_file
 from builder.index.directory import DirectoryIndex
-from builder.recipes import BuildContext, get_recipe
+from builder.recipes import BuildContext, deps_layer_requirements, get_recipe
 from builder.repro.manifest import Provenance, RebuildSpec, rebuild_spec
 from builder.source.buildreqs import read_build_requirements
 from builder.source.mirror import checkout, update_mirror
@@ -161,6 +161,7 @@ def verify_wheel(engine: Engine, cfg: Config, index: DirectoryIndex, wheel: str,
     recipe = get_recipe(spec.recipe, cfg)
     mirror = update_mirror(Path(cfg.data_dir) / "mirrors", spec.source_url, spec.source_sha)
     requirements = read_build_requirements(mirror, spec.source_sha, spec.source_url)
+    requirements = replace(requirements, requirements=deps_layer_requirements(recipe, requirements.requirements))
     ctx = replace(_context(spec, choose_jobs(jobs or cfg.build.jobs, cfg.build.memory_per_job_gib)),
                   backend=requirements.backend, bazel_version=requirements.bazel_version,
                   bazel_base_url=cfg.bazel.base_url)

@@ -22,7 +22,7 @@ from builder.console import Note
 from builder.engine import Engine
 from builder.index.directory import DirectoryIndex
 from builder.index.prebuilt import find_prebuilt
-from builder.recipes import get_recipe
+from builder.recipes import deps_layer_requirements, get_recipe
 from builder.recipes.base import BuildContext, PackageSource, PlanInputs, Recipe
 from builder.source.buildreqs import BuildRequirements, read_build_requirements
 from builder.source.mirror import commit_time, update_mirror
@@ -90,8 +90,10 @@ class WheelPlan:
 
 
 def commit_requirements(cfg: Config, ref: ResolvedRef, label: str) -> BuildRequirements:
-    """The build requirements at ``ref``'s commit, read from its mirror (fetched if needed)."""
-    return read_build_requirements(update_mirror(Path(cfg.data_dir) / "mirrors", ref.url, ref.sha), ref.sha, label)
+    """The build requirements at ``ref``'s commit, read from its mirror (fetched if needed),
+    less what the package builds against (``label``: its recipe; those come from the local index)."""
+    read = read_build_requirements(update_mirror(Path(cfg.data_dir) / "mirrors", ref.url, ref.sha), ref.sha, label)
+    return replace(read, requirements=deps_layer_requirements(get_recipe(label, cfg), read.requirements))
 
 
 def dist_extra(cfg: Config, dist: bool) -> tuple[str, ...]:

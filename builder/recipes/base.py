@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from builder.errors import ConfigError
 from builder.mounts import BAZEL_CACHE_MOUNT, CCACHE_MOUNT, INDEX_MOUNT, OUT_MOUNT, SOURCE_ROOT
 from builder.source.refs import ResolvedRef, is_version, resolve_ref
 
@@ -74,7 +75,7 @@ class Recipe:
 
     name: str = ""  # recipe name: --pkg NAME=REF, [repos] NAME, [packages.NAME]
     project: str = ""  # wheel project name
-    repo_key: str = ""  # [repos] key in the config
+    default_repo: str = ""  # git URL of upstream's sources; [repos] NAME overrides it
     import_name: str = ""  # module the smoke check imports
     compiler_launcher: bool = False  # its build honours CMAKE_<LANG>_COMPILER_LAUNCHER (ccache / sccache)
     # recipes whose wheels this build installs (from this run, else the index) and is keyed on;
@@ -88,8 +89,13 @@ class Recipe:
     example: str = ""  # a bundled example repo (builder.examples) shaped like upstream: `builder demo` builds it
 
     def repo_url(self, cfg) -> str:  # noqa: ANN001 - Config
-        """The git URL of this package's sources (``[repos]``)."""
-        return getattr(cfg.repos, self.repo_key)
+        """The git URL of this package's sources: ``[repos] NAME`` (builder.toml,
+        BUILDER_REPOS_<NAME>), else upstream's (``default_repo``)."""
+        url = cfg.repos.get(self.name) or self.default_repo
+        if not url:
+            raise ConfigError(f"no repository for {self.name!r}",
+                              f"set [repos] {self.name} = \"<git URL>\" in builder.toml")
+        return url
 
     def plan_against(self, me: PackageSource, plan: PlanInputs) -> dict[str, PackageSource]:
         """The sources of the packages this one builds against, decided before anything is
@@ -216,6 +222,20 @@ def source_of(name: str, spec: str, url: str) -> PackageSource:
     return PackageSource(name, version=spec) if is_version(spec) else PackageSource(name, ref=resolve_ref(url, spec))
 
 
+CCACHE_MASQUERADE = "$HOME/.ccache-bin"  # in the build's HOME (a fixed path): any uid can make it
+MASQUERADED = ("gcc", "g++", "cc", "c++")
+
+
+def ccache_masquerade_lines() -> list[str]:
+    """Shell lines putting ccache in front of gcc, g++, cc and c++ for a build that has no
+    compiler-launcher setting (torch.utils.cpp_extension): links named like the compilers,
+    first on PATH; ccache runs the next one of that name on PATH, skipping its own links.
+    The image's /usr/lib/ccache holds only gcc-12/g++-12 (ccache's postinst ran before
+    gcc/g++ became alternatives), so the build makes its own."""
+    links = " && ".join(f'ln -sf "$(command -v ccache)" "{CCACHE_MASQUERADE}/{name}"' for name in MASQUERADED)
+    return [f'mkdir -p "{CCACHE_MASQUERADE}" && {links}', f'export PATH="{CCACHE_MASQUERADE}:$PATH"']
+
+
 def pip_from_local_index(*requirements: str, target_home_dir: str = "") -> str:
     """Install ``requirement`` from the mounted local index only: the machine's pip config,
     find-links and mirrors are switched off, so nothing else can answer."""
@@ -226,4 +246,4 @@ def pip_from_local_index(*requirements: str, target_home_dir: str = "") -> str:
 
 
 __all__ = ["BuildContext", "PackageSource", "PlanInputs", "Recipe", "source_of", "CCACHE_MOUNT", "INDEX_MOUNT",
-           "OUT_MOUNT", "BAZEL_CACHE_MOUNT", "SOURCE_ROOT", "pip_from_local_index"]
+           "OUT_MOUNT", "BAZEL_CACHE_MOUNT", "SOURCE_ROOT", "pip_from_local_index", "ccache_masquerade_lines"]

@@ -26,7 +26,7 @@ from builder.source.mirror import SourceTree, read_at_commit
 class TorchRecipe(Recipe):
     name = "torch"
     project = "torch"
-    repo_key = "torch"
+    default_repo = "https://github.com/pytorch/pytorch.git"
     import_name = "torch"
     compiler_launcher = True
     flag_help = ("torch ref (branch, tag, SHA) to build, or a prebuilt version (default with --xla REF: the torch "

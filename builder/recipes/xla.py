@@ -48,7 +48,7 @@ BAZELISK_HOME = f"{BAZEL_CACHE_MOUNT}/bazelisk"
 class XlaRecipe(Recipe):
     name = "xla"
     project = "torch_xla"
-    repo_key = "xla"
+    default_repo = "https://github.com/pytorch/xla.git"
     import_name = "torch_xla"
     builds_against = ("torch",)
     flag_help = "torch_xla ref to build, or a prebuilt version."

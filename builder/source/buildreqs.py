@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import tomllib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -87,23 +88,43 @@ def merge(*lists: list[str]) -> tuple[str, ...]:
     return tuple(sorted({r for items in lists for r in items}, key=lambda r: (r.lower(), r)))
 
 
-def read_build_requirements(mirror: Path, sha: str, label: str) -> BuildRequirements:
-    """Read both files at ``sha`` from the bare mirror (no checkout)."""
+def build_requirements(read: Callable[[str], str | None], label: str) -> BuildRequirements:
+    """The build requirements of a source tree, each file read with ``read(path)`` (None: no
+    such file): one parser for a commit in a mirror and for an unpacked sdist."""
     sources = []
     from_file: list[str] = []
-    text = read_at_commit(mirror, sha, REQUIREMENTS_FILE)
+    text = read(REQUIREMENTS_FILE)
     if text is not None:
         from_file = parse_requirements_file(text, f"{label}:{REQUIREMENTS_FILE}")
         sources.append(REQUIREMENTS_FILE)
     backend, requires = LEGACY_BACKEND, ["setuptools>=40.8.0"]
-    text = read_at_commit(mirror, sha, PYPROJECT)
+    text = read(PYPROJECT)
     if text is not None:
         backend, requires = parse_pyproject(text, f"{label}:{PYPROJECT}")
         sources.append(PYPROJECT)
-    bazel = read_at_commit(mirror, sha, BAZEL_VERSION_FILE)
+    bazel = read(BAZEL_VERSION_FILE)
     return BuildRequirements(backend, merge(from_file, requires), tuple(sources),
                              parse_bazel_version(bazel, f"{label}:{BAZEL_VERSION_FILE}") if bazel else "",
-                             read_at_commit(mirror, sha, "WORKSPACE") is not None)
+                             read("WORKSPACE") is not None)
+
+
+def read_build_requirements(mirror: Path, sha: str, label: str) -> BuildRequirements:
+    """Read them at ``sha`` from the bare mirror (no checkout)."""
+    return build_requirements(lambda path: read_at_commit(mirror, sha, path), label)
+
+
+def read_tree_build_requirements(root: Path, label: str) -> BuildRequirements:
+    """Read them from a directory (an unpacked sdist). A file is read only when it is a
+    regular file inside ``root`` (an unpacked archive's link is not followed out of it)."""
+    top = root.resolve()
+
+    def read(name: str) -> str | None:
+        path = root / name
+        if path.is_symlink() or not path.is_file() or not path.resolve().is_relative_to(top):
+            return None
+        return path.read_text(encoding="utf-8", errors="replace")
+
+    return build_requirements(read, label)
 
 
 def parse_bazel_version(text: str, where: str) -> str:
