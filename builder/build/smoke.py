@@ -60,6 +60,7 @@ def run_smoke(engine: Engine, cfg: Config, index: DirectoryIndex, stage: StageRe
     if record.is_file() and not force:
         return "reused"
     smoke_check(engine, cfg, index, stage.tag, outcomes, cfg.logs_dir / "smoke.log")
+    record.parent.mkdir(parents=True, exist_ok=True)  # a fresh data dir has no smoke/ yet
     atomic_write(record, json.dumps({"key": key, "wheels": [o.filename for o in outcomes], "passed": time.time()}))
     return "passed"
 

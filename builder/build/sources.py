@@ -7,10 +7,12 @@ the build calls ``check_out``; nothing else needs to know which kind a source is
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 from builder.config import Config
 from builder.errors import ConfigError
+from builder.recipes import deps_layer_requirements
 from builder.recipes.base import PackageSource, Recipe, source_of
 from builder.source.buildreqs import BuildRequirements, merge, read_build_requirements
 from builder.source.mirror import SourceTree, checkout, commit_time, update_mirror
@@ -46,10 +48,10 @@ def source_requirements(cfg: Config, recipe: Recipe, source: PackageSource) -> B
     else:
         mirror = update_mirror(Path(cfg.data_dir) / "mirrors", source.ref.url, source.ref.sha)
         found = read_build_requirements(mirror, source.ref.sha, source.name)
-    if not recipe.build_requires:
-        return found
-    return BuildRequirements(found.backend, merge(list(found.requirements), list(recipe.build_requires)),
-                             (*found.sources, "builder.toml"), found.bazel_version, found.bazel_workspace)
+    # less what the package builds against: that comes from the local index at build time
+    own = deps_layer_requirements(recipe, found.requirements)
+    return replace(found, requirements=merge(list(own), list(recipe.build_requires)),
+                   sources=(*found.sources, "builder.toml") if recipe.build_requires else found.sources)
 
 
 def source_time(cfg: Config, source: PackageSource) -> int:

@@ -17,6 +17,9 @@ instead of hours:
   options from the environment exactly as pytorch/xla's build_util.py does.
 - ``xla_real_ext``: a torch.utils.cpp_extension extension built against the
   real torch CPU wheel.
+- ``faketorchvision``: pytorch/vision's shape (setup.py with its env knobs, version.txt,
+  ``torchvision._C`` and ``torchvision.image`` as cpp_extension CppExtensions whose ops
+  register through TORCH_LIBRARY), built against the real torch CPU wheel.
 
 The trees ship as package data and are written out as git repos with a fixed
 identity and fixed dates, so every commit SHA is the same on every machine.
@@ -32,7 +35,7 @@ import subprocess
 from collections.abc import Mapping
 from pathlib import Path
 
-EXAMPLES = ("faketorch", "fakexla", "xla_real_ext")
+EXAMPLES = ("faketorch", "fakexla", "xla_real_ext", "faketorchvision")
 
 # Submodules: example -> ((path in the superproject, fixture tree written beside it), ...).
 SUBMODULES: Mapping[str, tuple[tuple[str, str], ...]] = {
@@ -45,7 +48,8 @@ ERAS: Mapping[str, tuple[str, tuple[str, ...], str, str]] = {
     "faketorch": ("faketorch_setuptools", ("tools/metadata", "torch/version.py.in"), "v2.98.0", "release/2.98"),
 }
 
-TAGS = {"faketorch": "v2.99.0", "fakexla": "v2.99.0", "xla_real_ext": "v2.99.0", "fakefmt": "v1.0.0"}
+TAGS = {"faketorch": "v2.99.0", "fakexla": "v2.99.0", "xla_real_ext": "v2.99.0", "faketorchvision": "v0.99.0",
+        "fakefmt": "v1.0.0"}
 
 GIT_NAME = "builder fixtures"
 GIT_EMAIL = "fixtures@builder.invalid"

@@ -7,14 +7,18 @@ not edits across the tree; a torch extension needs no module at all: a
 
 from __future__ import annotations
 
+from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
+
 from builder.errors import ConfigError
 from builder.recipes.base import BuildContext, Recipe
 from builder.recipes.extension import ExtensionRecipe
 from builder.recipes.torch import TorchRecipe
+from builder.recipes.torchvision import TorchvisionRecipe
 from builder.recipes.xla import XlaRecipe
 from builder.settings import register_recipe
 
-RECIPES: dict[str, Recipe] = {"torch": TorchRecipe(), "xla": XlaRecipe()}
+RECIPES: dict[str, Recipe] = {"torch": TorchRecipe(), "xla": XlaRecipe(), "torchvision": TorchvisionRecipe()}
 for _recipe in RECIPES.values():  # the config reserves their names and knows their default repositories
     register_recipe(_recipe.name, _recipe.default_repo)
 
@@ -35,6 +39,15 @@ def built_projects(cfg=None) -> frozenset[str]:  # noqa: ANN001 - Config
     return frozenset(recipe.project for recipe in recipes_for(cfg).values())
 
 
+def deps_layer_requirements(recipe: Recipe, requirements: tuple[str, ...]) -> tuple[str, ...]:
+    """The commit's build requirements the deps layer installs: all but the projects the
+    package builds against. Those come from the local index at build time (this run's
+    wheel, ``BuildContext.against``); pytorch/vision's pyproject lists "torch", which the
+    layer would otherwise take from PyPI (a different torch, and gigabytes)."""
+    against = {canonicalize_name(RECIPES[name].project) for name in recipe.builds_against if name in RECIPES}
+    return tuple(r for r in requirements if canonicalize_name(Requirement(r).name) not in against)
+
+
 def get_recipe(name: str, cfg=None) -> Recipe:  # noqa: ANN001 - Config
     """The recipe called ``name``: a built-in, or (given ``cfg``) a ``[packages.NAME]`` table."""
     known = recipes_for(cfg)
@@ -46,4 +59,5 @@ def get_recipe(name: str, cfg=None) -> Recipe:  # noqa: ANN001 - Config
                           ) from None
 
 
-__all__ = ["BuildContext", "Recipe", "RECIPES", "ExtensionRecipe", "built_projects", "get_recipe", "recipes_for"]
+__all__ = ["BuildContext", "Recipe", "RECIPES", "ExtensionRecipe", "built_projects", "deps_layer_requirements",
+           "get_recipe", "recipes_for"]

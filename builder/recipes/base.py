@@ -229,6 +229,20 @@ def source_of(name: str, spec: str, url: str) -> PackageSource:
     return PackageSource(name, version=spec) if is_version(spec) else PackageSource(name, ref=resolve_ref(url, spec))
 
 
+CCACHE_MASQUERADE = "$HOME/.ccache-bin"  # in the build's HOME (a fixed path): any uid can make it
+MASQUERADED = ("gcc", "g++", "cc", "c++")
+
+
+def ccache_masquerade_lines() -> list[str]:
+    """Shell lines putting ccache in front of gcc, g++, cc and c++ for a build that has no
+    compiler-launcher setting (torch.utils.cpp_extension): links named like the compilers,
+    first on PATH; ccache runs the next one of that name on PATH, skipping its own links.
+    The image's /usr/lib/ccache holds only gcc-12/g++-12 (ccache's postinst ran before
+    gcc/g++ became alternatives), so the build makes its own."""
+    links = " && ".join(f'ln -sf "$(command -v ccache)" "{CCACHE_MASQUERADE}/{name}"' for name in MASQUERADED)
+    return [f'mkdir -p "{CCACHE_MASQUERADE}" && {links}', f'export PATH="{CCACHE_MASQUERADE}:$PATH"']
+
+
 def pip_from_local_index(*requirements: str, target_home_dir: str = "") -> str:
     """Install ``requirement`` from the mounted local index only: the machine's pip config,
     find-links and mirrors are switched off, so nothing else can answer."""
@@ -239,4 +253,4 @@ def pip_from_local_index(*requirements: str, target_home_dir: str = "") -> str:
 
 
 __all__ = ["BuildContext", "PackageSource", "PlanInputs", "Recipe", "source_of", "CCACHE_MOUNT", "INDEX_MOUNT",
-           "OUT_MOUNT", "BAZEL_CACHE_MOUNT", "SOURCE_ROOT", "pip_from_local_index"]
+           "OUT_MOUNT", "BAZEL_CACHE_MOUNT", "SOURCE_ROOT", "pip_from_local_index", "ccache_masquerade_lines"]

@@ -98,3 +98,20 @@ def test_xla_fixture_has_upstreams_layout_and_cites_it():
         assert name == ".bazelversion" or "pytorch/xla" in text, f"fakexla/{name} does not cite upstream"
     assert "PYTORCH_LOCAL_DIR = \"../\"" in (root / "bazel" / "dependencies.bzl").read_text()
     assert "build --action_env=CC=gcc" in (root / "dot-bazelrc").read_text()
+
+
+def test_torchvision_fixture_has_upstreams_layout_and_cites_it():
+    root = example_dir("faketorchvision")
+    names = listed("torchvision", "layout")
+    assert {"setup.py", "version.txt", "torchvision/csrc/ops/cpu/nms_kernel.cpp"} <= names
+    for name in names - {"version.txt"}:  # version.txt is one line, read by setup.py's readline()
+        assert "pytorch/vision" in (root / name).read_text(), f"faketorchvision/{name} does not cite upstream"
+    backend, requires = buildreqs.parse_pyproject((root / "pyproject.toml").read_text(), "x")
+    assert backend == buildreqs.LEGACY_BACKEND and requires == ["setuptools", "torch", "wheel"]
+    assert "pytorch/vision" in (root / "pyproject.toml").read_text()
+    setup = (root / "setup.py").read_text()
+    for knob in listed("torchvision", "env") - {"MAX_JOBS", "CC", "CXX", "SOURCE_DATE_EPOCH"}:
+        assert f'"{knob}"' in setup, f"faketorchvision/setup.py does not read {knob}"
+    for path in sorted((root / "torchvision").rglob("*")):
+        if path.suffix in (".py", ".cpp", ".h"):
+            assert "pytorch/vision" in path.read_text(), f"{path.relative_to(root)} does not cite upstream"
