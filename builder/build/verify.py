@@ -32,7 +32,7 @@ from builder.engine import Engine
 from builder.errors import BuilderError
 from builder.files import atomic_copy, sha256_file
 from builder.index.directory import DirectoryIndex
-from builder.recipes import BuildContext, get_recipe
+from builder.recipes import BuildContext, built_projects, get_recipe
 from builder.repro.manifest import Provenance, RebuildSpec, rebuild_spec
 
 DIFFOSCOPE_LINES = 80
@@ -184,6 +184,12 @@ def verify_wheel(engine: Engine, cfg: Config, index: DirectoryIndex, wheel: str,
                 raise VerifyError(f"the wheel {requirement} ({sha[:16]}) this build installed is not in {index.root}")
             scratch_index.add(index.files_dir / entry.filename)
             installed[entry.normalized] = entry
+        # what those wheels need at run time (a prebuilt torch's filelock, sympy...): pip
+        # installs them with it, from the index alone; wheels builder builds are not copied
+        own = {canonicalize_name(p) for p in built_projects(cfg)}
+        for entry in index.entries():
+            if entry.normalized not in own and entry.normalized not in installed:
+                scratch_index.add(index.files_dir / entry.filename)
         fresh = cfg.replace(cache=replace(cfg.cache, ccache=f"volume:{volume}", ccache_remote="",
                                           ccache_read_only=False, bazel=f"volume:{volume}-bazel", bazel_remote=""))
         engine.ensure_volume(f"{volume}-bazel")
