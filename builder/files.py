@@ -44,8 +44,10 @@ def sha256_file(path: Path | str, chunk: int = CHUNK) -> str:
 
 # ------------------------------------------------------------------ atomic writing
 def temp_beside(path: Path | str) -> tuple[int, Path]:
-    """A new, uniquely named temporary file in ``path``'s directory: (open fd, its path)."""
+    """A new, uniquely named temporary file in ``path``'s directory (made if missing: a
+    first write into a fresh data dir): (open fd, its path)."""
     path = Path(path)
+    path.parent.mkdir(parents=True, exist_ok=True)
     fd, name = tempfile.mkstemp(prefix=f"{TEMP_PREFIX}{path.name}.", suffix=TEMP_SUFFIX, dir=path.parent)
     return fd, Path(name)
 
