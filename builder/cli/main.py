@@ -22,6 +22,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+import requests
 import typer
 
 from builder import __version__
@@ -57,6 +58,18 @@ Start here:
 All commands: builder --help"""
 
 
+def connection_lost(exc: Exception) -> tuple[str, str]:
+    """A connection that failed mid-command, as (message, hint): the Docker engine (the
+    docker SDK speaks HTTP over its socket) or another server, named by its URL."""
+    request = getattr(exc, "request", None)
+    url = getattr(request, "url", "") or ""
+    if url.startswith("http+docker://"):
+        return ("lost the connection to the Docker engine " + os.environ.get("DOCKER_HOST", "(/var/run/docker.sock)"),
+                "check that it runs (`docker info`; as root `.ci/dockerd-up` starts one), then run the command "
+                "again: finished steps are reused")
+    return f"cannot reach {url.split('?')[0] or 'a server'}", "check the URL and that the server runs"
+
+
 def handle_errors(func: F) -> F:
     """Turn BuilderError into one ``error:`` line and its exit code (130/143 on signals,
     70 with a saved traceback for anything unexpected)."""
@@ -76,6 +89,9 @@ def handle_errors(func: F) -> F:
             raise typer.Exit(EXIT_SIGTERM) from None
         except (typer.Exit, typer.Abort, _ClickException, BrokenPipeError):
             raise  # exit codes, usage errors and a closed pipe (`| head`), handled by typer / run()
+        except requests.exceptions.ConnectionError as exc:
+            print_error(*connection_lost(exc))
+            raise typer.Exit(EXIT_FAILED) from None
         except OSError as exc:
             if exc.filename is None:  # not about a path the user can fix: a bug
                 raise typer.Exit(report_internal_error(exc)) from None

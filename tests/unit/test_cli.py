@@ -107,3 +107,23 @@ def test_usage_error_is_one_error_line():
 def test_version():
     done = run_builder("--version", check=True)
     assert done.stdout.startswith("builder ")
+
+
+def test_a_lost_docker_connection_is_one_line_not_an_internal_error(capsys, monkeypatch):
+    import requests
+    import typer
+
+    from builder.cli.main import handle_errors
+
+    @handle_errors
+    def command() -> None:
+        request = requests.Request("GET", "http+docker://localhost/v1.43/images/x/json").prepare()
+        raise requests.exceptions.ConnectionError("Connection refused", request=request)
+
+    monkeypatch.delenv("DOCKER_HOST", raising=False)
+    with pytest.raises(typer.Exit) as caught:
+        command()
+    assert caught.value.exit_code == 1
+    err = capsys.readouterr().err
+    assert err.startswith("error: lost the connection to the Docker engine (/var/run/docker.sock); check that it runs")
+    assert err.count("\n") == 1 and "internal error" not in err
