@@ -36,7 +36,6 @@ from builder.build.wheelplan import (
     PlannedWheel,
     WheelPlan,
     dist_extra,
-    plan_dist,
     plan_wheels,
     step_inputs,
 )
@@ -222,7 +221,7 @@ def run_wheels(cfg: Config, request: Request, note: Note, progress: StepProgress
             recipe.check_against(planned.source.version, {a.name: a.version for a in against})  # before the fetch
             outcome = ensure_prebuilt(cfg, index, recipe, planned.source.version, note)
         else:
-            dist, dist_jobs = plan_dist(cfg, recipe, requested_jobs, note)
+            dist, dist_jobs = planned.dist, planned.dist_jobs  # the scheduler was probed when planning
             deps = prepare_deps(engine, cfg, planned.requirements, images.python, note, recipe.name, lock,
                                 dist_extra(cfg, dist is not None))
             report.stages.append(deps)

@@ -19,7 +19,7 @@ from builder.engine import ContainerSpec, Engine, Mount
 from builder.errors import BuildError
 from builder.files import atomic_write
 from builder.index.directory import DirectoryIndex
-from builder.index.wheelmeta import parse_filename
+from builder.index.wheelmeta import parse_filename, requirement_of
 from builder.mounts import INDEX_MOUNT
 from builder.recipes import get_recipe
 from builder.recipes.base import SmokeRun, pip_from_local_index
@@ -91,9 +91,8 @@ def wheel_smoke(cfg: Config, index: DirectoryIndex, outcome: StepOutcome) -> tup
     other wheel a recipe built (an out-of-tree extension, like the xla_real_ext fixture)
     imports its packages, after what its recipe builds against."""
     recipe = get_recipe(outcome.recipe, cfg)
-    parsed = parse_filename(outcome.filename)
-    requirement = f"{parsed.name}=={parsed.version}"
-    if parsed.normalized == canonicalize_name(recipe.project):
+    requirement = requirement_of(outcome.filename)
+    if parse_filename(outcome.filename).normalized == canonicalize_name(recipe.project):
         return requirement, recipe.smoke_code()
     first = [get_recipe(name, cfg).import_name for name in recipe.builds_against]
     packages = top_level_packages(index.files_dir / outcome.filename)

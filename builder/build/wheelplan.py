@@ -10,7 +10,7 @@ the plan and the build both call it, so they cannot disagree.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from builder.build import dist as dist_mod
 from builder.build.graph import Resolved
@@ -62,7 +62,8 @@ class PlannedWheel:
     filename: str = ""  # the wheel reused or found prebuilt
     deps_key: str | None = None
     requirements: BuildRequirements | None = None
-    dist: bool = False
+    dist: tuple[str, str] | None = field(default=None, repr=False)  # (scheduler, token): compiles distributed
+    dist_jobs: int = 0  # the job count for the cluster, when distributed
     why: str = ""
 
     def as_dict(self) -> dict:
@@ -165,14 +166,14 @@ def plan_wheels(engine: Engine | None, cfg: Config, resolved: Resolved, index: D
                 filename=entry.filename if entry else "",
                 why="in the local index" if entry else "fetched into the local index with its dependencies")
             continue
-        dist, _ = plan_dist(cfg, recipe, jobs, lambda _: None)  # the run notes it, once
+        dist, dist_jobs = plan_dist(cfg, recipe, jobs, note)  # probed once: the run takes it from the plan
         requirements = source_requirements(cfg, recipe, source)
         spec = deps_stage(cfg, requirements.requirements + dist_extra(cfg, dist is not None), requirements.sources,
                           requirements.bazel_version)
         deps = (lookup_stages(engine, cfg, [spec], python.image_id, python.tag)[0]
                 if engine is not None and python is not None and python.image_id else None)
         base = PlannedWheel(source.name, recipe.project, source, BUILD, deps_key=deps.key if deps else None,
-                            requirements=requirements, dist=dist is not None)
+                            requirements=requirements, dist=dist, dist_jobs=dist_jobs)
         if locked:
             planned[source.name] = replace(base, status=AFTER, deps_key=None,
                                            why="--locked: keyed on the lock's deps layer, checked when it comes up")

@@ -94,6 +94,12 @@ def parse_filename(filename: str) -> WheelName:
     return WheelName(filename, name, normalize_name(name), version, build, py, abi, plat)
 
 
+def requirement_of(filename: str) -> str:
+    """``torch==2.9.0`` for ``torch-2.9.0-cp311-...whl``: exactly the wheel in the index."""
+    wheel = parse_filename(filename)
+    return f"{wheel.name}=={wheel.version}"
+
+
 def read_metadata(path: Path, wheel: WheelName) -> CoreMetadata:
     """Read METADATA from the wheel's ``.dist-info`` and check it agrees with the file name.
 

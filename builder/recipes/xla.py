@@ -38,7 +38,7 @@ from builder.recipes.base import (
 )
 from builder.recipes.xla_pairing import check_config, check_pair
 from builder.recipes.xla_pins import plan_pair, torch_source_version, unpinned_xla_version
-from builder.recipes.xla_smoke import is_real_torch_xla, smoke
+from builder.recipes.xla_smoke import is_real_torch_xla, real_xla_wheels, smoke
 
 TORCH_CHECKOUT = f"{SOURCE_ROOT}/pytorch"  # the torch checkout torch_xla builds inside (pytorch/xla's layout)
 BAZEL_DISK_CACHE = f"{BAZEL_CACHE_MOUNT}/disk"
@@ -170,9 +170,10 @@ class XlaRecipe(Recipe):
     def own_smoke(self, run: SmokeRun) -> tuple[str, dict] | None:
         """The lazy-execution check when the run holds a real torch_xla (builder.recipes.xla_smoke):
         one compile, no host syncs, no CPU fallbacks; its figures travel with the wheel."""
-        if not any(is_real_torch_xla(run.index.files_dir / name) for name, _ in run.wheels):
+        wheels = real_xla_wheels(run.index, list(run.wheels))
+        if not wheels:
             return None
-        result = smoke(run.engine, run.index, run.image_tag, run.image_id, list(run.wheels), run.data_dir,
+        result = smoke(run.engine, run.index, run.image_tag, run.image_id, wheels, run.data_dir,
                        run.logs_dir, run.force, note=run.note)
         figures = result.as_dict()
         for name, _ in run.wheels:

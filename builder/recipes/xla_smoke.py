@@ -33,7 +33,7 @@ from builder.engine import ContainerSpec, Engine, Mount
 from builder.errors import BuildError
 from builder.files import atomic_write
 from builder.index.directory import DirectoryIndex
-from builder.index.wheelmeta import parse_filename
+from builder.index.wheelmeta import parse_filename, requirement_of
 from builder.recipes.base import INDEX_MOUNT, pip_from_local_index
 
 STEPS = 6
@@ -197,18 +197,12 @@ def is_real_torch_xla(wheel: Path) -> bool:
     return all(name in names for name in REAL_XLA_FILES)
 
 
-def real_xla_wheels(index: DirectoryIndex, outcomes: list) -> list[tuple[str, str]]:
+def real_xla_wheels(index: DirectoryIndex, wheels: list[tuple[str, str]]) -> list[tuple[str, str]]:
     """The (filename, sha256) of every wheel of the run when one of them is a real torch_xla
     (then the lazy-execution check applies), else []."""
-    if any(is_real_torch_xla(index.files_dir / o.filename) for o in outcomes):
-        return [(o.filename, o.sha256) for o in outcomes]
+    if any(is_real_torch_xla(index.files_dir / name) for name, _ in wheels):
+        return list(wheels)
     return []
-
-
-def requirement_of(filename: str) -> str:
-    """``torch==2.9.0`` for ``torch-2.9.0-cp311-...whl``: exactly the wheel in the index."""
-    wheel = parse_filename(filename)
-    return f"{wheel.name}=={wheel.version}"
 
 
 # ------------------------------------------------------------------------- Docker parts

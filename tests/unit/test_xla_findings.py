@@ -294,7 +294,7 @@ def test_wheel_smoke_of_an_extension_built_by_the_xla_recipe(tmp_path):
 
     assert wheel_smoke(Config(), index, same) == ("torch_xla==2.99.0", get_recipe("xla").smoke_code())
     assert not is_real_torch_xla(fake)  # named torch_xla, but no metrics / parallel_loader modules
-    assert real_xla_wheels(index, [built, same]) == []
+    assert real_xla_wheels(index, [(built.filename, built.sha256), (same.filename, same.sha256)]) == []
 
 
 def test_readme_shows_the_exact_table_of_its_example(monkeypatch, tmp_path):
