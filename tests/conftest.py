@@ -31,6 +31,18 @@ def run_builder(*args: str, config: Path | None = None, env: dict[str, str] | No
     return done
 
 
+def venv_tool(name: str) -> str:
+    """A console script installed with the test extras (devpi-server, twine...), found beside
+    this interpreter: `make test` runs .venv/bin/python without the venv on PATH, and CI
+    runs with PATH reduced to the system directories, so a bare name would pass only where
+    the tool happens to be installed system-wide."""
+    path = Path(sys.executable).parent / name
+    if not path.is_file():
+        pytest.fail(f"{name} is not installed beside {sys.executable}; run `make setup` "
+                    "(it installs the test extras into .venv)")
+    return str(path)
+
+
 _MIRROR: list = []
 
 

@@ -180,11 +180,22 @@ def _samples(dump: dict[str, Any], name: str) -> int:
     return int((dump.get("metrics") or {}).get(name, {}).get("samples", 0))
 
 
+def executions(dump: dict[str, Any]) -> int:
+    """Graph executions the script started. torch_xla counts ``ExecuteComputation`` when it
+    schedules one (xla_graph_executor.cpp), but records an ``ExecuteTime`` sample only when
+    PJRT's future for it is ready, from a callback on another thread
+    (pjrt_computation_client.cpp, ``returned_future->OnReady``): a dump taken at exit can
+    miss the last sample. The counter is the deterministic figure; samples are the fallback
+    for a dump without it."""
+    counters = dump.get("counters") or {}
+    return max(int(counters.get("ExecuteComputation", 0)), _samples(dump, "ExecuteTime"))
+
+
 def figures(dump: dict[str, Any] | None, blocks: list[Block]) -> dict[str, Any]:
     dump = dump or {}
     counters = dump.get("counters") or {}
     return {
-        "compiles": _samples(dump, "CompileTime"), "executions": _samples(dump, "ExecuteTime"),
+        "compiles": _samples(dump, "CompileTime"), "executions": executions(dump),
         "transfers_from_device": _samples(dump, "TransferFromDeviceTime"),
         "transfers_to_device": _samples(dump, "TransferToDeviceTime"),
         "uncached_compiles": counters.get("UncachedCompile", 0), "cached_compiles": counters.get("CachedCompile", 0),
@@ -288,10 +299,10 @@ def analyse(dump: dict[str, Any] | None, blocks: list[Block], root: str = CONTAI
 
     # A loop with no sync barrier: ops traced again and again, never cut into steps.
     traced = max((v for k, v in counters.items() if k.startswith("xla::")), default=0)
-    if dump.get("metrics") and not counters.get("MarkStep") and traced >= 3 and _samples(dump, "ExecuteTime"):
+    if dump.get("metrics") and not counters.get("MarkStep") and traced >= 3 and executions(dump):
         in_loop = max(transfers, key=lambda s: sum(transfers[s].values()), default="")
         found.append(Finding.measured(
-            "no-sync", in_loop or first_execution, of_count(_samples(dump, "ExecuteTime"), steps),
+            "no-sync", in_loop or first_execution, of_count(executions(dump), steps),
             "graph execution", f"no torch_xla.sync()/xm.mark_step() and no MpDeviceLoader: ops traced up to "
             f"{traced} times went into one growing graph, run only when a value was read; call torch_xla.sync() "
             "at the end of each step", detail=f"graph executed at {first_execution}" if first_execution else "",

@@ -34,6 +34,7 @@ from builder.index.upload import (
     upload_fields,
 )
 from builder.index.wheelmeta import inspect_wheel
+from tests.conftest import venv_tool
 from tests.helpers_wheels import make_wheel
 
 PASSWORD = "s3cret-Pa55-do-not-print"
@@ -107,14 +108,14 @@ def devpi(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Server]:
     tmp = tmp_path_factory.mktemp("devpi")
     serverdir, secret = tmp / "server", tmp / "secret"
     env = {**os.environ, "DEVPI_CLIENTDIR": str(tmp / "client")}
-    subprocess.run(["devpi-gen-secret", "--secretfile", str(secret)], check=True, env=env,
+    subprocess.run([venv_tool("devpi-gen-secret"), "--secretfile", str(secret)], check=True, env=env,
                    capture_output=True, timeout=60)
-    subprocess.run(["devpi-init", "--serverdir", str(serverdir), "--root-passwd", "rootpw", "--no-root-pypi"],
-                   check=True, env=env, capture_output=True, timeout=120)
+    subprocess.run([venv_tool("devpi-init"), "--serverdir", str(serverdir), "--root-passwd", "rootpw",
+                    "--no-root-pypi"], check=True, env=env, capture_output=True, timeout=120)
     port = free_port()
     log = tmp / "server.log"
     with open(log, "wb") as fh:
-        proc = subprocess.Popen(["devpi-server", "--serverdir", str(serverdir), "--host", "127.0.0.1",
+        proc = subprocess.Popen([venv_tool("devpi-server"), "--serverdir", str(serverdir), "--host", "127.0.0.1",
                                  "--port", str(port), "--secretfile", str(secret)],
                                 stdout=fh, stderr=subprocess.STDOUT, env=env)
     base = f"http://127.0.0.1:{port}"
