@@ -8,8 +8,8 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from builder.build.ccache import CCACHE_MOUNT, parse_location, parse_print_stats
-from builder.cli.main import app, get_config, handle_errors
+from builder.caches.ccache import CCACHE_MOUNT, parse_location, parse_print_stats
+from builder.cli.common import app, get_config, handle_errors
 from builder.config import Config
 from builder.console import out
 from builder.engine import ContainerSpec, Engine, Mount

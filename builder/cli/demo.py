@@ -18,7 +18,7 @@ from pathlib import Path
 
 import typer
 
-from builder.cli.main import app, handle_errors, output_dir
+from builder.cli.common import app, handle_errors, output_dir
 from builder.console import err, out
 from builder.errors import BuildError
 

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import typer
 
-from builder.build import dist
-from builder.cli.main import app, get_config, handle_errors
+from builder.caches import dist
+from builder.cli.common import app, get_config, handle_errors
 from builder.console import out
 
 dist_app = typer.Typer(help="A local sccache-dist cluster (scheduler and build servers).", no_args_is_help=True)

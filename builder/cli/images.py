@@ -10,7 +10,7 @@ import typer
 from rich.table import Table
 
 from builder import config as config_mod
-from builder.cli.main import app, get_config, handle_errors, output_dir
+from builder.cli.common import app, get_config, handle_errors, output_dir
 from builder.config import Config, describe_ca
 from builder.console import err, out
 from builder.engine import Engine

@@ -13,7 +13,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
-from builder.cli.main import MAX_BACKOFF_SECONDS, MAX_KEEP, MAX_RETRIES, app, get_config, handle_errors, in_range
+from builder.cli.common import MAX_BACKOFF_SECONDS, MAX_KEEP, MAX_RETRIES, app, get_config, handle_errors, in_range
 from builder.console import err, out
 from builder.errors import PackageIndexError
 from builder.index.directory import DirectoryIndex

@@ -10,8 +10,12 @@ from pathlib import Path
 import typer
 
 from builder import validate
-from builder.build.graph import parse_pkg
-from builder.build.nightly import (
+from builder.cli.common import MAX_KEEP, app, get_config, handle_errors, in_range
+from builder.config import MAX_JOBS
+from builder.console import err, out, print_error
+from builder.errors import BuilderError, ConfigError
+from builder.index.directory import DirectoryIndex
+from builder.report.nightly import (
     EXIT_BUILT,
     EXIT_FAILED,
     EXIT_NOTHING_NEW,
@@ -20,10 +24,7 @@ from builder.build.nightly import (
     plan_nightly,
     write_report,
 )
-from builder.cli.main import MAX_JOBS, MAX_KEEP, app, get_config, handle_errors, in_range
-from builder.console import err, out, print_error
-from builder.errors import BuilderError, ConfigError
-from builder.index.directory import DirectoryIndex
+from builder.run.graph import parse_pkg
 
 ci_app = typer.Typer(help="CI helpers.", no_args_is_help=True)
 app.add_typer(ci_app, name="ci", help="CI helpers: print a workflow that runs builder nightly.")
@@ -44,10 +45,10 @@ def nightly_cmd(
     jobs: int = typer.Option(0, "--jobs", "-j", help="Parallel compile jobs.", callback=in_range(0, MAX_JOBS)),
 ) -> None:
     """Build main of a package set as dated dev versions; exit 0 built, 3 nothing new, 1 failed."""
-    from builder.build.graph import PackageRequest, Request, build_order
-    from builder.build.pipeline import run_wheels
     from builder.cli.wheels import push_report, report_json
     from builder.recipes import RECIPES, get_recipe
+    from builder.run.graph import PackageRequest, Request, build_order
+    from builder.run.pipeline import run_wheels
 
     cfg = get_config()
     names = build_order(cfg, [parse_pkg(p).name for p in pkg] or [r.name for r in RECIPES.values() if r.nightly])

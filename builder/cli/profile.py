@@ -7,10 +7,10 @@ from pathlib import Path
 
 import typer
 
-from builder.build import profile as prof
-from builder.cli.main import app, get_config, handle_errors
+from builder.cli.common import app, get_config, handle_errors
 from builder.console import out
 from builder.errors import ConfigError
+from builder.report import profile as prof
 
 
 def _find(data_dir: str, name: str | None) -> prof.Profile:

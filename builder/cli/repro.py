@@ -1,6 +1,6 @@
 """Reproducibility commands: `builder lock` and `builder verify`.
 
-Option parsing and printing only; the work is in builder.lock and builder.build.verify.
+Option parsing and printing only; the work is in builder.lock and builder.run.verify.
 (`builder index show WHEEL` prints a wheel's provenance manifest.)
 """
 
@@ -12,8 +12,9 @@ from pathlib import Path
 
 import typer
 
-from builder.cli.main import MAX_JOBS, app, get_config, handle_errors, in_range
+from builder.cli.common import app, get_config, handle_errors, in_range
 from builder.cli.wheels import register_with_recipe_options
+from builder.config import MAX_JOBS
 from builder.console import err, out
 from builder.errors import BuildError, ConfigError
 from builder.repro.lockfile import DEFAULT_LOCK
@@ -30,12 +31,12 @@ def lock_cmd(
     **options: object,
 ) -> None:
     """Write builder.lock: base image, every apt package of each stage, pip hashes, source SHAs."""
-    from builder.build.graph import resolve
     from builder.cli.wheels import request_of
     from builder.engine import Engine
     from builder.repro.lock import make_deps_lock, make_lock
     from builder.repro.lockfile import SourceLock, lock_to_json, write_lock
     from builder.repro.manifest import redact_url
+    from builder.run.graph import resolve
     from builder.stages.images import bring_up
     from builder.stages.plan import deps_stage, image_stages
 
@@ -57,9 +58,9 @@ def lock_cmd(
     lock = make_lock(engine, cfg, base_id, stages, sources, specs)
     deps = {}
     for name in sources:  # each source's build requirements, from its commit (or sdist), as the build reads them
-        from builder.build.pipeline import prepare_deps
-        from builder.build.sources import source_requirements
         from builder.recipes import get_recipe
+        from builder.run.pipeline import prepare_deps
+        from builder.run.sources import source_requirements
 
         requirements = source_requirements(cfg, get_recipe(name, cfg), refs[name])
         stage = prepare_deps(engine, cfg, requirements, stages[-1], _note, name)
@@ -89,9 +90,9 @@ def verify_cmd(
     as_json: bool = typer.Option(False, "--json", help="Print the results as JSON on stdout."),
 ) -> None:
     """Rebuild wheels from their manifests with empty caches and compare sha256."""
-    from builder.build.verify import verify_all, verify_wheel
     from builder.engine import Engine
     from builder.index.directory import DirectoryIndex
+    from builder.run.verify import verify_all, verify_wheel
 
     if bool(wheel) == all_wheels:
         raise ConfigError("name one WHEEL, or pass --all")

@@ -12,14 +12,14 @@ import json
 import typer
 from rich.table import Table
 
-from builder.build.graph import PackageRequest, Request, merge, parse_pkg
-from builder.build.pipeline import RunReport, plan_request, planned_statuses_match, run_wheels
-from builder.build.progress import Reporter
-from builder.build.wheelplan import WheelPlan
-from builder.cli.main import MAX_JOBS, app, get_config, handle_errors, in_range
-from builder.config import describe_ca
+from builder.cli.common import app, get_config, handle_errors, in_range
+from builder.config import MAX_JOBS, describe_ca
 from builder.console import err, out
 from builder.recipes import RECIPES
+from builder.run.graph import PackageRequest, Request, merge, parse_pkg
+from builder.run.pipeline import RunReport, plan_request, planned_statuses_match, run_wheels
+from builder.run.progress import Reporter
+from builder.run.wheelplan import WheelPlan
 
 
 def report_table(report: RunReport) -> Table:

@@ -18,8 +18,8 @@ from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, Trans
 from rich.table import Table
 from typer.core import TyperCommand
 
+from builder.cli.common import app, get_config, handle_errors
 from builder.cli.index import index_app
-from builder.cli.main import app, get_config, handle_errors
 from builder.console import err, out, print_error
 from builder.index.download import completion_notes
 

@@ -37,7 +37,7 @@ class TorchRecipe(Recipe):
     example = "faketorch"
 
     def env(self, ctx: BuildContext) -> dict[str, str]:
-        # sccache (its dist client configured by builder.build.dist) when compiles are distributed
+        # sccache (its dist client configured by builder.caches.dist) when compiles are distributed
         launcher = "sccache" if ctx.dist_port else "ccache"
         env = {
             "MAX_JOBS": str(ctx.jobs),

@@ -72,7 +72,7 @@ class Provenance:
 
 @dataclass(frozen=True)
 class StepRecord:
-    """One finished wheel step, as the manifest needs it (filled by builder.build.wheelstep)."""
+    """One finished wheel step, as the manifest needs it (filled by builder.run.wheelstep)."""
 
     wheel: str
     sha256: str

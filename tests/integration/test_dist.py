@@ -108,7 +108,7 @@ def test_a_server_killed_mid_build_falls_back_and_the_build_succeeds(env, distri
             seen_env = json.dumps(c.attrs.get("Config", {}))  # what `docker inspect` shows of the build
         time.sleep(0.5)
     time.sleep(3)
-    from builder.build.dist import stop_process
+    from builder.caches.dist import stop_process
 
     stop_process(env["cluster"]["pids"]["server-0"])
     out, err = build.communicate(timeout=900)

@@ -1,8 +1,8 @@
 import pytest
 
-from builder.build.ccache import CacheStats, config_text, parse_location, parse_print_stats, remote_key, stats_delta
-from builder.build.resources import available_memory_gib, default_jobs
+from builder.caches.ccache import CacheStats, config_text, parse_location, parse_print_stats, remote_key, stats_delta
 from builder.errors import ConfigError
+from builder.resources import available_memory_gib, default_jobs
 from builder.source.mirror import parse_submodule_status
 
 PRINT_STATS = ("direct_cache_hit\t57\npreprocessed_cache_hit\t1\ncache_miss\t2\n"

@@ -39,7 +39,7 @@ def test_missing_config_file(tmp_path):
 
 
 def _boom_command():
-    from builder.cli.main import handle_errors
+    from builder.cli.common import handle_errors
 
     @handle_errors
     def boom() -> None:
@@ -51,7 +51,7 @@ def _boom_command():
 def test_unexpected_exception_is_one_line_and_a_saved_traceback(tmp_path, monkeypatch, capsys):
     import typer
 
-    from builder.cli import main as cli
+    from builder.cli import common as cli
 
     monkeypatch.setattr(cli, "_state", {"config_path": None, "config": None})
     monkeypatch.setenv("BUILDER_DATA_DIR", str(tmp_path / "data"))
@@ -72,7 +72,7 @@ def test_unexpected_exception_is_one_line_and_a_saved_traceback(tmp_path, monkey
 def test_builder_debug_also_prints_the_traceback(tmp_path, monkeypatch, capsys):
     import typer
 
-    from builder.cli import main as cli
+    from builder.cli import common as cli
 
     monkeypatch.setattr(cli, "_state", {"config_path": None, "config": None})
     monkeypatch.setenv("BUILDER_DATA_DIR", str(tmp_path / "data"))
@@ -86,7 +86,7 @@ def test_builder_debug_also_prints_the_traceback(tmp_path, monkeypatch, capsys):
 
 
 def test_crash_log_falls_back_to_the_temp_dir(tmp_path, monkeypatch):
-    from builder.cli import main as cli
+    from builder.cli import common as cli
 
     monkeypatch.setattr(cli, "_state", {"config_path": None, "config": None})
     monkeypatch.setenv("BUILDER_DATA_DIR", "/proc/no-such-dir")
@@ -113,7 +113,7 @@ def test_a_lost_docker_connection_is_one_line_not_an_internal_error(capsys, monk
     import requests
     import typer
 
-    from builder.cli.main import handle_errors
+    from builder.cli.common import handle_errors
 
     @handle_errors
     def command() -> None:

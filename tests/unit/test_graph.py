@@ -5,11 +5,11 @@ from __future__ import annotations
 
 import pytest
 
-from builder.build.graph import PackageRequest, Request, build_order, merge, parse_pkg, resolve
 from builder.config import Config
 from builder.errors import ConfigError
 from builder.recipes import RECIPES
 from builder.recipes.base import PackageSource, Recipe
+from builder.run.graph import PackageRequest, Request, build_order, merge, parse_pkg, resolve
 from builder.source.refs import ResolvedRef
 
 

@@ -15,7 +15,7 @@ import pytest
 from typer.testing import CliRunner
 
 import builder.cli.index  # noqa: F401  (registers the commands on `app`)
-from builder.cli.main import app
+from builder.cli.common import app
 from builder.errors import PackageIndexError, ValidationError
 from builder.index.directory import DirectoryIndex
 from builder.index.serve import server_command

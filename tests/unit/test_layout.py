@@ -12,7 +12,7 @@ import pytest
 
 PACKAGE = Path(__file__).resolve().parents[2] / "builder"
 # top to bottom: a module may import its own layer and the layers below it
-LAYERS = ["cli", "build", "xla", "recipes", "repro", "index", "stages", "source", "core"]
+LAYERS = ["cli", "run", "report", "caches", "xla", "recipes", "repro", "index", "stages", "source", "core"]
 MAX_LINES = 400
 
 
@@ -75,7 +75,7 @@ def test_no_module_over_the_size_limit(path):
 def test_a_layer_check_that_can_fail():
     # the checks above would pass vacuously if the names did not resolve to layers
     assert layer_of("builder.cli.wheels") == "cli" and layer_of("builder.config") == "core"
-    assert LAYERS.index(layer_of("builder.build.pipeline")) < LAYERS.index(layer_of("builder.index.fetch"))
+    assert LAYERS.index(layer_of("builder.run.pipeline")) < LAYERS.index(layer_of("builder.index.fetch"))
 
 
 # ------------------------------------------------------------- no package names outside recipes/
@@ -133,3 +133,75 @@ def test_no_module_outside_recipes_names_a_package(path):
     allowed = COMMAND_NAMES.get(str(path.relative_to(PACKAGE)), set())
     found = [(line, text) for line, text in named_packages(path.read_text()) if text not in allowed]
     assert not found, f"{path.relative_to(PACKAGE)} names packages (move it into a recipe): {found[:5]}"
+
+
+# ------------------------------------------------------------- no import circle, no output-like names
+def import_graph() -> dict[str, set[str]]:
+    """Module -> the builder modules it imports (function-level imports too): ``from
+    builder.cli import cache`` is an edge to builder.cli.cache, ``from builder.x import name``
+    one to builder.x."""
+    known = {module_name(p) for p in modules()}
+    graph: dict[str, set[str]] = {}
+    for path in modules():
+        edges = set()
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.ImportFrom) and node.module and node.module.startswith("builder"):
+                for alias in node.names:
+                    child = f"{node.module}.{alias.name}"
+                    edges.add(child if child in known else node.module)
+            elif isinstance(node, ast.Import):
+                edges.update(a.name for a in node.names if a.name in known)
+        graph[module_name(path)] = {e for e in edges if e in known} - {module_name(path)}
+    return graph
+
+
+def cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(node: str) -> None:
+        index[node] = low[node] = len(index)
+        stack.append(node)
+        for nxt in sorted(graph.get(node, ())):
+            if nxt not in index:
+                visit(nxt)
+                low[node] = min(low[node], low[nxt])
+            elif nxt in stack:
+                low[node] = min(low[node], index[nxt])
+        if low[node] == index[node]:
+            component = []
+            while True:
+                top = stack.pop()
+                component.append(top)
+                if top == node:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for node in sorted(graph):
+        if node not in index:
+            visit(node)
+    return found
+
+
+def test_no_module_imports_a_module_that_imports_it_back():
+    graph = import_graph()
+    assert "builder.cli.common" in graph["builder.cli.wheels"]  # the graph resolves real edges
+    assert not cycles(graph), f"import circles: {cycles(graph)}"
+
+
+def test_the_circle_check_can_fail():
+    assert cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+    assert cycles({"a": {"b"}, "b": set()}) == []
+
+
+OUTPUT_NAMES = {"build", "dist", "out", "target", "output", "bin", "obj"}
+
+
+def test_no_package_folder_is_named_like_build_output():
+    folders = [p.relative_to(PACKAGE) for p in PACKAGE.rglob("*") if p.is_dir() and p.name in OUTPUT_NAMES
+               and "__pycache__" not in p.parts]
+    assert not folders, f"folders named like build output (ignored by editors, linters, git templates): {folders}"

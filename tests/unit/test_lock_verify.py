@@ -1,5 +1,5 @@
 """builder.lock (pure parts: format, pins in rendered Dockerfiles, drift checks) and
-builder.build.verify's per-file diff of two wheels."""
+builder.run.verify's per-file diff of two wheels."""
 
 from __future__ import annotations
 
@@ -8,7 +8,6 @@ import zipfile
 
 import pytest
 
-from builder.build.verify import diff_wheels, entry_digests
 from builder.config import load_config
 from builder.repro.lock import (
     apt_delta,
@@ -31,6 +30,7 @@ from builder.repro.lockfile import (
     lock_to_json,
 )
 from builder.repro.normalize import normalize_wheel
+from builder.run.verify import diff_wheels, entry_digests
 from builder.stages.plan import image_stages, render_stage
 
 CFG = load_config(None, {})

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from builder.build.graph import PackageRequest, Request, resolve
 from builder.config import Config, PythonConfig
 from builder.errors import ConfigError
 from builder.recipes.xla_pairing import (
@@ -16,6 +15,7 @@ from builder.recipes.xla_pairing import (
     pinned_versions,
     series,
 )
+from builder.run.graph import PackageRequest, Request, resolve
 
 
 @pytest.mark.parametrize("version,expected", [("2.9.0", (2, 9)), ("2.9.0+cu128", (2, 9)), ("2.10.0rc1", (2, 10)),

@@ -1,10 +1,10 @@
-"""builder.build.profile: ninja's log joined with ccache's stats log, misses explained, the trace."""
+"""builder.report.profile: ninja's log joined with ccache's stats log, misses explained, the trace."""
 
 from __future__ import annotations
 
 import json
 
-from builder.build import profile as prof
+from builder.report import profile as prof
 
 NINJA = """# ninja log v5
 0\t1500\t0\tCMakeFiles/torch_cpu.dir/csrc/a.cpp.o\taaaa

@@ -1,4 +1,4 @@
-"""builder.build.progress: ninja's [N/M] parsed from the streamed log; timed lines and GitHub
+"""builder.run.progress: ninja's [N/M] parsed from the streamed log; timed lines and GitHub
 Actions folds on a non-terminal."""
 
 from __future__ import annotations
@@ -8,7 +8,7 @@ import re
 
 from rich.console import Console
 
-from builder.build.progress import LogTee, Reporter, ninja_status
+from builder.run.progress import LogTee, Reporter, ninja_status
 
 
 def test_ninja_status_is_the_last_counter():

@@ -1,4 +1,4 @@
-"""builder.build.sources: an sdist package goes through the graph, the plan and the
+"""builder.run.sources: an sdist package goes through the graph, the plan and the
 checkout like a git one (a local simple index on 127.0.0.1 stands in for PyPI)."""
 
 from __future__ import annotations
@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from builder.build.graph import PackageRequest, Request, resolve
-from builder.build.sources import check_out, resolve_source, sdist_cache, source_requirements, source_time
-from builder.build.wheelplan import BUILD, PREBUILT, plan_wheels
 from builder.config import Config, PackageConfig
 from builder.errors import ConfigError
 from builder.index.directory import DirectoryIndex
 from builder.recipes import get_recipe
+from builder.run.graph import PackageRequest, Request, resolve
+from builder.run.sources import check_out, resolve_source, sdist_cache, source_requirements, source_time
+from builder.run.wheelplan import BUILD, PREBUILT, plan_wheels
 from builder.settings import PrebuiltConfig
 from tests.helpers_wheels import make_wheel
 from tests.unit.test_sdist import Index, good_sdist, sha256
@@ -80,7 +80,7 @@ def test_graph_and_plan_take_an_sdist_package(tmp_path, served):
 
 
 def test_a_recorded_source_is_an_sdist_or_a_commit(tmp_path, served):
-    from builder.build.sources import recorded_source
+    from builder.run.sources import recorded_source
 
     cfg = config(tmp_path, served)
     digest = sha256(served.archive)

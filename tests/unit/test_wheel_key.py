@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from builder.build import wheelstep
-from builder.build.wheelstep import container_env, wheel_key
 from builder.recipes import BuildContext, get_recipe
 from builder.recipes.torch import TorchRecipe
 from builder.repro import normalize
+from builder.run import wheelstep
+from builder.run.wheelstep import container_env, wheel_key
 
 CTX = BuildContext(jobs=2, source_date_epoch=1)
 

@@ -113,7 +113,7 @@ def test_missing_file_is_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_remove_stale_work_dir_only_removes_a_child_of_the_work_root(tmp_path):
-    from builder.build.wheelstep import remove_stale_work_dir
+    from builder.run.wheelstep import remove_stale_work_dir
 
     root = tmp_path / "work"
     stale = root / "torch-abc"

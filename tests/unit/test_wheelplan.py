@@ -3,13 +3,13 @@ their images, and how a run's statuses are held against the plan."""
 
 from __future__ import annotations
 
-from builder.build.graph import Resolved
-from builder.build.pipeline import RunReport, planned_statuses_match
-from builder.build.wheelplan import AFTER, BUILD, FETCH, PREBUILT, REUSE, PlannedWheel, WheelPlan, plan_wheels
-from builder.build.wheelstep import StepOutcome
 from builder.config import Config
 from builder.index.directory import DirectoryIndex
 from builder.recipes.base import PackageSource, PlanInputs
+from builder.run.graph import Resolved
+from builder.run.pipeline import RunReport, planned_statuses_match
+from builder.run.wheelplan import AFTER, BUILD, FETCH, PREBUILT, REUSE, PlannedWheel, WheelPlan, plan_wheels
+from builder.run.wheelstep import StepOutcome
 from builder.source.buildreqs import BuildRequirements
 from builder.source.refs import ResolvedRef
 from tests.helpers_wheels import make_wheel
@@ -20,7 +20,7 @@ INPUTS = PlanInputs(specs={}, repo_url=lambda name: f"file:///{name}", mirrors=N
 def test_plan_without_docker(tmp_path, monkeypatch):
     index = DirectoryIndex(tmp_path / "index")
     index.add(make_wheel(tmp_path, "torch", "2.13.0", tag="cp311-cp311-linux_x86_64"))
-    monkeypatch.setattr("builder.build.wheelplan.source_requirements",
+    monkeypatch.setattr("builder.run.wheelplan.source_requirements",
                         lambda cfg, recipe, source: BuildRequirements("setuptools.build_meta", ("setuptools",), ()))
     cfg = Config(data_dir=str(tmp_path))
     resolved = Resolved((PackageSource("torch", version="2.13.0"),

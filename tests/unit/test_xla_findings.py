@@ -271,11 +271,11 @@ def test_cache_record_valid_tracks_size_and_mtime(tmp_path):
 
 # ------------------------------------------------------------- smoke of other wheels
 def test_wheel_smoke_of_an_extension_built_by_the_xla_recipe(tmp_path):
-    from builder.build.smoke import top_level_packages, wheel_smoke
-    from builder.build.wheelstep import StepOutcome
     from builder.config import Config
     from builder.index.directory import DirectoryIndex
     from builder.recipes.xla_smoke import is_real_torch_xla, real_xla_wheels
+    from builder.run.smoke import top_level_packages, wheel_smoke
+    from builder.run.wheelstep import StepOutcome
     from tests.helpers_wheels import make_wheel
 
     index = DirectoryIndex(tmp_path / "index")

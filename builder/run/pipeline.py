@@ -1,7 +1,7 @@
 """`builder wheels`: resolve the package graph, plan every wheel, then execute the plan.
 
-Resolution (builder.build.graph) checks every ref with ``git ls-remote`` before anything
-else, so a typo costs one round trip. The plan (builder.build.wheelplan) says, before
+Resolution (builder.run.graph) checks every ref with ``git ls-remote`` before anything
+else, so a typo costs one round trip. The plan (builder.run.wheelplan) says, before
 any container runs, which wheels will be reused, built or taken prebuilt. Execution
 brings the images up, then walks the plan in build order: each package builds against
 the wheels of this run (or the index) it names in its recipe.
@@ -14,8 +14,7 @@ import time
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
-from builder.build import profile
-from builder.build.caches import (
+from builder.caches.volumes import (
     build_user,
     check_disk,
     give_tree_to,
@@ -24,22 +23,6 @@ from builder.build.caches import (
     prepare_ccache,
     record_last_build,
 )
-from builder.build.graph import Request, resolve
-from builder.build.progress import StepProgress
-from builder.build.resources import choose_jobs
-from builder.build.smoke import run_smokes
-from builder.build.sources import check_out
-from builder.build.trace import write_trace
-from builder.build.wheelplan import (
-    AFTER,
-    Against,
-    PlannedWheel,
-    WheelPlan,
-    dist_extra,
-    plan_wheels,
-    step_inputs,
-)
-from builder.build.wheelstep import WORK_DIR_LABEL, StepOutcome, find_reusable, remove_stale_work_dir, run_step
 from builder.config import Config
 from builder.console import Note
 from builder.engine import Engine
@@ -49,7 +32,24 @@ from builder.index.deps import fetch_dependencies
 from builder.index.directory import DirectoryIndex
 from builder.recipes import built_projects, get_recipe
 from builder.recipes.base import Recipe
+from builder.report import profile
+from builder.report.trace import write_trace
 from builder.repro.manifest import PROVENANCE_TOOLS, ImageRef, Provenance
+from builder.resources import choose_jobs
+from builder.run.graph import Request, resolve
+from builder.run.progress import StepProgress
+from builder.run.smoke import run_smokes
+from builder.run.sources import check_out
+from builder.run.wheelplan import (
+    AFTER,
+    Against,
+    PlannedWheel,
+    WheelPlan,
+    dist_extra,
+    plan_wheels,
+    step_inputs,
+)
+from builder.run.wheelstep import WORK_DIR_LABEL, StepOutcome, find_reusable, remove_stale_work_dir, run_step
 from builder.source.buildreqs import BuildRequirements, missing_module_hint
 from builder.stages.images import Images, StageResult, bring_up, build_stages, compiler_banners
 from builder.stages.plan import deps_stage
@@ -63,7 +63,7 @@ class RunReport:
     smoke_figures: dict | None = None  # a recipe's own smoke's figures (xla's lazy-execution check)
     jobs: int = 0
     seconds: float = 0.0
-    trace: Path | None = None  # Chrome trace of the run (builder.build.profile.trace_events)
+    trace: Path | None = None  # Chrome trace of the run (builder.report.profile.trace_events)
     timeline: list[tuple[str, float, float, str]] = field(default_factory=list)  # steps: label, start, s, status
     plan: WheelPlan | None = None
 
@@ -119,7 +119,7 @@ def build_package(engine: Engine, cfg: Config, index: DirectoryIndex, planned: P
 def _build_package(engine: Engine, cfg: Config, index: DirectoryIndex, planned: PlannedWheel, plan: WheelPlan,
                    setting: StepSetting, against: list[Against], note: Note, provenance: Provenance,
                    progress: StepProgress | None) -> StepOutcome:
-    from builder.build.dist import free_port
+    from builder.caches.dist import free_port
 
     recipe, ref, requirements = get_recipe(planned.name, cfg), planned.source.ref, planned.requirements
     assert ref is not None and requirements is not None
@@ -160,7 +160,7 @@ def _build_package(engine: Engine, cfg: Config, index: DirectoryIndex, planned: 
             profiles_root=Path(cfg.data_dir), progress=progress, dist=setting.dist)
     except BuildError as exc:
         raise explain_failure(exc, log_path, recipe, ref.sha, requirements, cfg) from exc
-    record_last_build(cfg, outcome)
+    record_last_build(cfg, outcome.recipe, outcome.filename, outcome.ccache)
     return outcome
 
 

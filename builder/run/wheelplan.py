@@ -12,11 +12,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 
-from builder.build import dist as dist_mod
-from builder.build.graph import Resolved
-from builder.build.resources import available_memory_gib
-from builder.build.sources import source_requirements, source_time
-from builder.build.wheelstep import container_env, find_reusable, wheel_key
+from builder.caches import dist as dist_mod
 from builder.config import Config
 from builder.console import Note
 from builder.engine import Engine
@@ -24,6 +20,10 @@ from builder.index.directory import DirectoryIndex
 from builder.index.prebuilt import find_prebuilt
 from builder.recipes import get_recipe
 from builder.recipes.base import BuildContext, PackageSource, PlanInputs, Recipe
+from builder.resources import available_memory_gib
+from builder.run.graph import Resolved
+from builder.run.sources import source_requirements, source_time
+from builder.run.wheelstep import container_env, find_reusable, wheel_key
 from builder.source.buildreqs import BuildRequirements
 from builder.stages.images import StageLookup, lookup_stages
 from builder.stages.plan import deps_stage, image_stages

@@ -12,7 +12,6 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from builder.build.wheelstep import StepOutcome
 from builder.config import Config
 from builder.console import Note
 from builder.engine import ContainerSpec, Engine, Mount
@@ -23,6 +22,7 @@ from builder.index.wheelmeta import parse_filename, requirement_of
 from builder.mounts import INDEX_MOUNT
 from builder.recipes import get_recipe
 from builder.recipes.base import SmokeRun, pip_from_local_index
+from builder.run.wheelstep import StepOutcome
 from builder.stages.images import StageResult
 
 

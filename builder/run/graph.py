@@ -15,11 +15,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from builder import validate
-from builder.build.sources import resolve_source
 from builder.config import Config
 from builder.errors import ConfigError
 from builder.recipes import get_recipe
 from builder.recipes.base import PackageSource, PlanInputs
+from builder.run.sources import resolve_source
 from builder.source.refs import is_version
 
 PKG_NAME = re.compile(r"^[a-z0-9][a-z0-9_-]{0,63}$")

@@ -23,9 +23,6 @@ from pathlib import Path
 
 from packaging.utils import canonicalize_name
 
-from builder.build.resources import choose_jobs
-from builder.build.sources import check_out, recorded_source, source_requirements
-from builder.build.wheelstep import container_env, keyed_env, run_step, wheel_key
 from builder.config import Config
 from builder.console import Note
 from builder.engine import Engine
@@ -34,6 +31,9 @@ from builder.files import atomic_copy, sha256_file
 from builder.index.directory import DirectoryIndex
 from builder.recipes import BuildContext, built_projects, get_recipe
 from builder.repro.manifest import Provenance, RebuildSpec, rebuild_spec
+from builder.resources import choose_jobs
+from builder.run.sources import check_out, recorded_source, source_requirements
+from builder.run.wheelstep import container_env, keyed_env, run_step, wheel_key
 
 DIFFOSCOPE_LINES = 80
 
@@ -143,7 +143,7 @@ def _context(spec: RebuildSpec, jobs: int) -> BuildContext:
 def verify_wheel(engine: Engine, cfg: Config, index: DirectoryIndex, wheel: str, note: Note,
                  jobs: int = 0) -> VerifyResult:
     """Rebuild ``wheel`` (a file name in ``index``) from its manifest with empty caches."""
-    from builder.build.caches import build_user, give_tree_to, prepare_ccache
+    from builder.caches.volumes import build_user, give_tree_to, prepare_ccache
 
     manifest = index.manifest(wheel)
     if manifest is None:

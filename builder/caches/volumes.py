@@ -10,19 +10,30 @@ import os
 import re
 import time
 from collections.abc import Iterator
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from filelock import FileLock, Timeout
 
-from builder.build.ccache import CCACHE_MOUNT, CacheLocation, config_text, parse_location, read_only_env
-from builder.build.resources import free_disk_gib
-from builder.build.wheelstep import StepMounts, StepOutcome
+from builder.caches.ccache import CCACHE_MOUNT, CacheLocation, CacheStats, config_text, parse_location, read_only_env
 from builder.config import Config
 from builder.console import Note
 from builder.engine import ContainerSpec, Engine, Mount
 from builder.errors import BuildError
 from builder.files import atomic_write
 from builder.mounts import BAZEL_CACHE_MOUNT
+from builder.resources import free_disk_gib
+
+
+@dataclass(frozen=True)
+class StepMounts:
+    """What a wheel step mounts for its caches."""
+
+    ccache: str  # volume name or host path
+    bazel: str
+    index_root: Path
+    ccache_read_only: bool = False
+    ccache_env: dict[str, str] = field(default_factory=dict)
 
 
 def ccache_version(engine: Engine, image: str, remote: str) -> str:
@@ -113,12 +124,12 @@ def give_tree_to(path: Path, user: str) -> None:
     os.lchown(path, int(uid), int(gid or uid))
 
 
-def record_last_build(cfg: Config, outcome: StepOutcome) -> None:
+def record_last_build(cfg: Config, recipe: str, wheel: str, stats: CacheStats | None) -> None:
     """The cache's last-build figures, for `builder cache stats`."""
-    if outcome.ccache is None:
+    if stats is None:
         return
-    record = {"cache": cfg.cache.ccache, "recipe": outcome.recipe, "wheel": outcome.filename,
-              "finished": time.time(), **outcome.ccache.as_dict()}
+    record = {"cache": cfg.cache.ccache, "recipe": recipe, "wheel": wheel,
+              "finished": time.time(), **stats.as_dict()}
     atomic_write(Path(cfg.data_dir) / "cache-last.json", json.dumps(record))
 
 

@@ -19,17 +19,18 @@ from pathlib import Path
 from typing import Any
 
 from builder import __version__
-from builder.build import profile
-from builder.build.ccache import CCACHE_MOUNT, CacheStats, parse_print_stats, stats_delta
-from builder.build.dist import parse_stats as parse_dist_stats
-from builder.build.dist import write_client_config
-from builder.build.progress import LogTee, StepProgress
+from builder.caches.ccache import CCACHE_MOUNT, CacheStats, parse_print_stats, stats_delta
+from builder.caches.dist import parse_stats as parse_dist_stats
+from builder.caches.dist import write_client_config
+from builder.caches.volumes import StepMounts
 from builder.engine import ContainerSpec, Engine, Mount
 from builder.errors import BuildError
 from builder.index.directory import DirectoryIndex
 from builder.recipes.base import BAZEL_CACHE_MOUNT, INDEX_MOUNT, OUT_MOUNT, BuildContext, Recipe
+from builder.report import profile
 from builder.repro.manifest import Provenance, StepRecord, build_manifest
 from builder.repro.normalize import NORMALIZER_VERSION, normalize_wheel
+from builder.run.progress import LogTee, StepProgress
 from builder.source.mirror import SourceTree
 
 HOME = "/tmp/builder-home"
@@ -50,18 +51,9 @@ class StepOutcome:
     log_path: Path | None = None
     manifest: dict[str, Any] = field(default_factory=dict)
     started: float = 0.0  # wall clock (time.time()) when the step began
-    profile: Path | None = None  # builder.build.profile of a compile (ninja + ccache per unit)
-    dist: dict[str, Any] = field(default_factory=dict)  # sccache-dist counts (builder.build.dist.parse_stats)
+    profile: Path | None = None  # builder.report.profile of a compile (ninja + ccache per unit)
+    dist: dict[str, Any] = field(default_factory=dict)  # sccache-dist counts (builder.caches.dist.parse_stats)
     replaced_corrupt: bool = False  # the index held a corrupt copy of this wheel; replaced
-
-
-@dataclass(frozen=True)
-class StepMounts:
-    ccache: str  # volume name or host path
-    bazel: str
-    index_root: Path
-    ccache_read_only: bool = False
-    ccache_env: dict[str, str] = field(default_factory=dict)
 
 
 def keyed_env(recipe: Recipe, env: dict[str, str]) -> dict[str, str]:

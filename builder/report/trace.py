@@ -1,22 +1,40 @@
 """The Chrome trace of a run: image stages in order, the wheel steps, and each compiled
-step's translation units per ninja job slot (builder.build.profile)."""
+step's translation units per ninja job slot (builder.report.profile)."""
 
 from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
-from builder.build import profile
 from builder.config import Config
 from builder.files import atomic_write
-
-if TYPE_CHECKING:
-    from builder.build.pipeline import RunReport
+from builder.report import profile
 
 
-def write_trace(cfg: Config, report: RunReport, run_started: float) -> Path:
+class _Stage(Protocol):
+    name: str
+    reused: bool
+    seconds: float
+
+
+class _Step(Protocol):
+    project: str
+    profile: Path | None
+    started: float
+
+
+class RunRecord(Protocol):
+    """What a trace needs of a run (builder.run.pipeline.RunReport has it)."""
+
+    stages: Sequence[_Stage]
+    timeline: Sequence[tuple[str, float, float, str]]
+    steps: Sequence[_Step]
+
+
+def write_trace(cfg: Config, report: RunRecord, run_started: float) -> Path:
     """``<logs>/trace.json`` (and a copy per run under logs/traces/): stages in order, the
     wheel steps, and each compiled step's translation units per ninja job slot."""
     stages, offset = [], 0.0

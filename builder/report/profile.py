@@ -11,7 +11,7 @@ result, the command hash, and totals (critical path, CPU time, jobs).
 A miss is explained against the previous profile of the same package: the command hash
 changed (flags, defines, compiler or its path), or it did not (an input changed: the
 source or a header it includes), or the unit is new (cold cache, new file). Pure logic;
-builder.build.wheelstep collects the files and builder.cli.profile shows them.
+builder.run.wheelstep collects the files and builder.cli.profile shows them.
 """
 
 from __future__ import annotations

@@ -1,1 +1,0 @@
-"""Building wheels: the plan, the pipeline that executes it, the container step, caches, resources, verify, nightly."""
