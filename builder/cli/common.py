@@ -52,7 +52,9 @@ FIRST_STEPS = """builder: containerized, reproducible builds of PyTorch and PyTo
 
 Start here:
   builder demo                                   the whole pipeline on bundled example repos (minutes, no config)
-  builder wheels --torch main --xla main         build torch + torch_xla wheels from git refs into the local index
+  builder wheels --torch main                    build a torch wheel from a git ref into the local index
+  builder wheels --xla master                    torch_xla with the torch its .torch_commit pins (torch main
+                                                 needs C++20, xla master compiles as C++17: not together)
   builder index serve                            serve that index over HTTP (pip install --index-url URL torch)
 
 All commands: builder --help"""

@@ -31,8 +31,14 @@ def demo_recipes() -> list:
 
 
 def demo_commands(config: Path) -> list[list[str]]:
+    """images, wheels (twice: the second a no-op), index list. wheels names the recipes no
+    other demo recipe builds against, each at main: the others come in through the graph,
+    at the commit their dependents pin (fakexla's .torch_commit, as pytorch/xla's), since
+    torch main and xla master do not compile together (C++20 vs C++17)."""
     base = [sys.executable, "-m", "builder", "--config", str(config)]
-    wheels = [*base, "wheels", *(f"--{recipe.name}=main" for recipe in demo_recipes())]
+    recipes = demo_recipes()
+    tops = [r for r in recipes if not any(r.name in other.builds_against for other in recipes)]
+    wheels = [*base, "wheels", *(f"--{recipe.name}=main" for recipe in tops)]
     return [
         [*base, "images"],
         wheels,

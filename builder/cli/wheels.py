@@ -57,9 +57,14 @@ def report_lines(report: RunReport) -> list[str]:
             lines.append(f"  {o.project}: {dist_summary(o.dist)}")
     if report.smoke_figures:
         lines.append(f"  smoke ({report.smoke}): {report.smoke_figures['summary']}")
+    lines += [f"  note: {said}" for said in plan_notes(report)]
     if report.trace:
         lines.append(f"  trace: {report.trace} (open in https://ui.perfetto.dev)")
     return lines
+
+
+def plan_notes(report: RunReport) -> tuple[str, ...]:
+    return report.plan.resolved.notes if report.plan else ()
 
 
 def report_json(report: RunReport) -> dict:
@@ -137,6 +142,8 @@ def print_plan(plan: WheelPlan, as_json: bool, bazelisk: str = "", bazel_url: st
     if as_json:
         out.print_json(json.dumps(plan.as_dict()))
         return
+    for said in plan.resolved.notes:
+        out.print(f"# note: {said}", markup=False)
     for stage in plan.stages:
         state = "reuse" if stage.image_id else "build"
         out.print(f"# image {stage.name}: {state} {stage.key or '(key after its parent is built)'}", markup=False)
@@ -205,6 +212,8 @@ def wheels_cmd(
         out.print_json(json.dumps(report_json(report)))
     elif err.is_terminal:
         err.print(report_table(report))
+        for said in plan_notes(report):
+            err.print(f"note: {said}", markup=False, highlight=False)
         err.print(describe_ca(cfg), markup=False, highlight=False)
         out.print(f"index: {cfg.index_dir}/simple/", markup=False)
     else:

@@ -15,6 +15,13 @@ instead of hours:
 - ``fakexla``: imports the installed (fake) torch at build time, builds
   ``_XLAC`` against torch's headers and libtorch_cpu.so, and computes Bazel
   options from the environment exactly as pytorch/xla's build_util.py does.
+  Like pytorch/xla (master 41398bf) its default branch is ``master`` (no ``main``),
+  it compiles as C++17 (.bazelrc), its ``.torch_commit`` pins faketorch's ``v2.99.0``
+  commit (version 2.99.0a0) while it declares torch_xla 2.98.0 (setup.py's default
+  and infra/ansible/config/vars.yaml's ``package_version``): upstream's real mismatch.
+- faketorch's ``main`` is one commit past that pin and requires C++20 (CMakeLists.txt
+  and a ``#error`` guard in its public header), as torch main does since
+  pytorch/pytorch#176662: torch main and xla master cannot be compiled together.
 - ``xla_real_ext``: a torch.utils.cpp_extension extension built against the
   real torch CPU wheel.
 - ``faketorchvision``: pytorch/vision's shape (setup.py with its env knobs, version.txt,
@@ -50,6 +57,18 @@ ERAS: Mapping[str, tuple[str, tuple[str, ...], str, str]] = {
 
 TAGS = {"faketorch": "v2.99.0", "fakexla": "v2.99.0", "xla_real_ext": "v2.99.0", "faketorchvision": "v0.99.0",
         "fakefmt": "v1.0.0"}
+
+# default branches as upstream's: pytorch/xla has no branch main
+DEFAULT_BRANCHES = {"fakexla": "master"}
+# faketorch's main after the tag: the C++20 requirement (pytorch/pytorch#176662), as
+# (file, old text, new text) edits
+CXX20_EDITS = (
+    ("CMakeLists.txt", "set(CMAKE_CXX_STANDARD 17)", "set(CMAKE_CXX_STANDARD 20)"),
+    ("include/faketorch/macros.h", "#pragma once\n",
+     "#pragma once\n\n// as torch/csrc/api/include/torch/all.h since pytorch/pytorch#176662\n"
+     "#if !defined(_MSC_VER) && __cplusplus < 202002L\n"
+     "#error C++20 or later compatible compiler is required to use PyTorch.\n#endif\n"),
+)
 
 GIT_NAME = "builder fixtures"
 GIT_EMAIL = "fixtures@builder.invalid"
@@ -164,18 +183,34 @@ def _ensure_submodule_repo(tree: str, dest: Path, branch: str) -> Path:
     return dest
 
 
-def faketorch_main_sha() -> str:
-    """HEAD of a freshly written faketorch: the same on every machine (fixed identity,
-    dates and relative submodule URL), so fakexla's ``.torch_commit`` can name it."""
+def faketorch_pinned_sha() -> str:
+    """faketorch's ``v2.99.0`` commit (C++17, one before main) in a freshly written repo:
+    the same on every machine (fixed identity, dates and relative submodule URL), so
+    fakexla's ``.torch_commit`` can name it."""
     import tempfile
 
     with tempfile.TemporaryDirectory(prefix="faketorch-sha-") as tmp:
-        repo = write_example_repo("faketorch", Path(tmp) / "faketorch")
-        return _git(repo, "rev-parse", "HEAD")
+        return pinned_torch_commit(write_example_repo("faketorch", Path(tmp) / "faketorch"))
+
+
+def pinned_torch_commit(faketorch: Path) -> str:
+    """The commit of a faketorch repo that fakexla pins: its ``v2.99.0`` tag."""
+    return _git(faketorch, "rev-parse", f"{TAGS['faketorch']}^{{commit}}")
+
+
+def _require_cxx20(dest: Path) -> None:
+    for rel, old, new in CXX20_EDITS:
+        path = dest / rel
+        text = path.read_text()
+        if old not in text:
+            raise ExampleError(f"{path} lacks {old!r}: CXX20_EDITS no longer fit faketorch")
+        path.write_text(text.replace(old, new, 1))
+    _git(dest, "add", "-A")
+    _git(dest, "commit", "-q", "--no-verify", "-m", "Require C++20 (as pytorch/pytorch#176662)")
 
 
 def write_example_repo(
-    name: str, dest: Path, branch: str = "main", submodule_urls: Mapping[str, str] | None = None,
+    name: str, dest: Path, branch: str | None = None, submodule_urls: Mapping[str, str] | None = None,
     torch_commit: str | None = None,
 ) -> Path:
     """Write example `name` as a git repo at `dest` (must be absent or empty); return dest.
@@ -192,10 +227,11 @@ def write_example_repo(
     URL instead (the SHA then depends on it).
     """
     dest = Path(dest).absolute()
+    branch = branch or DEFAULT_BRANCHES.get(name, "main")
     _init_repo(name, dest, branch)
     if name == "fakexla":
         # pytorch/xla's .torch_commit: a date comment, then the torch SHA master builds against.
-        (dest / ".torch_commit").write_text(f"# {GIT_DATE[:10]}\n{torch_commit or faketorch_main_sha()}\n")
+        (dest / ".torch_commit").write_text(f"# {GIT_DATE[:10]}\n{torch_commit or faketorch_pinned_sha()}\n")
         _git(dest, "add", ".torch_commit")
     for path, tree in SUBMODULES.get(name, ()):
         sub_repo = _ensure_submodule_repo(tree, dest.parent / tree, branch)
@@ -204,6 +240,8 @@ def write_example_repo(
     if name in ERAS:
         _advance_era(name, dest)
     _commit_and_tag(dest, f"{name}: initial import", TAGS[name])
+    if name == "faketorch":
+        _require_cxx20(dest)
     return dest
 
 
@@ -236,12 +274,12 @@ def commit_change(repo: Path, relpath: str, new_text: str | None = None, message
     return _git(repo, "rev-parse", "HEAD")
 
 
-def write_example_repos(dest: Path, branch: str = "main") -> dict[str, Path]:
+def write_example_repos(dest: Path, branch: str | None = None) -> dict[str, Path]:
     """Write every example as dest/<name> (plus faketorch's submodule repos)."""
     dest = Path(dest)
     dest.mkdir(parents=True, exist_ok=True)
     repos = {"faketorch": write_example_repo("faketorch", dest / "faketorch", branch=branch)}
-    torch_sha = _git(repos["faketorch"], "rev-parse", "HEAD")
+    torch_sha = pinned_torch_commit(repos["faketorch"])
     for name in EXAMPLES:
         if name not in repos:
             repos[name] = write_example_repo(name, dest / name, branch=branch,

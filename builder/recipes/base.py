@@ -39,6 +39,7 @@ class PlanInputs:
     mirrors: Path  # git mirrors: files at a commit are read there, without a checkout
     unpinned: bool = False  # build against the named packages even where a commit pins others
     versions: dict[str, str] = field(default_factory=dict)  # explicit source-build versions per recipe
+    notes: list[str] = field(default_factory=list)  # what a recipe says of its decisions (plan and summary)
 
 
 @dataclass(frozen=True)

@@ -77,6 +77,7 @@ class XlaRecipe(Recipe):
             return {"torch": torch}
         pair = plan_pair(plan.mirrors, me.ref, spec, torch_url, plan.unpinned, plan.versions.get("torch", ""),
                          plan.versions.get("xla", ""))
+        plan.notes.extend(n for n in pair.notes if n not in plan.notes)
         return {"torch": PackageSource("torch", version=pair.torch_version) if pair.torch_ref is None
                 else PackageSource("torch", ref=pair.torch_ref)}
 

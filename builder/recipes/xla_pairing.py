@@ -108,6 +108,20 @@ TORCH_PIN_FILE = ".torch_commit"
 XLA_VERSION_FILES = ("setup.py", "build_util.py")
 
 
+# upstream CI labels both wheels with one value: vars.yaml's package_version, which
+# infra/ansible/config/env.yaml passes as TORCH_XLA_VERSION and PYTORCH_BUILD_VERSION
+CI_VERSION_FILE = "infra/ansible/config/vars.yaml"
+
+
+def ci_package_version(text: str) -> str | None:
+    """``package_version: 2.9.0`` of pytorch/xla's vars.yaml (pure; no YAML parser needed
+    for one top-level scalar)."""
+    import re
+
+    match = re.search(r"""^package_version:\s*['"]?([^'"\s#]+)""", text or "", re.MULTILINE)
+    return match.group(1) if match else None
+
+
 def parse_torch_pin(text: str) -> str | None:
     """The torch ref of a ``.torch_commit``: its last line that is not a comment (a SHA on
     master, ``release/X.Y`` on release branches)."""

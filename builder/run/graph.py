@@ -65,6 +65,13 @@ class Resolved:
     def source(self, name: str) -> PackageSource | None:
         return next((s for s in self.sources if s.name == name), None)
 
+    @property
+    def notes(self) -> tuple[str, ...]:
+        """What the plan and summary say about how the request was read: a default branch
+        taken for main/master, a pair accepted the way upstream builds it."""
+        said = [s.ref.note for s in self.sources if s.ref is not None and s.ref.note]
+        return tuple(dict.fromkeys([*said, *self.inputs.notes]))
+
 
 def parse_pkg(option: str) -> PackageRequest:
     """``NAME=REF`` or ``NAME=VERSION`` (``--pkg``); ``NAME`` alone leaves the ref to the graph."""
@@ -113,6 +120,21 @@ def build_order(cfg: Config, names: list[str]) -> list[str]:
     return order
 
 
+def check_syntax(cfg: Config, request: Request) -> None:
+    """Every version, ref and repository URL of the request checked for syntax before any
+    network call: a malformed ``--torch`` is a usage error (exit 2) even when another
+    package's repository cannot be reached."""
+    for package in request.packages:
+        option = f"--{package.name}" if get_recipe(package.name, cfg).flag_help else f"--pkg {package.name}="
+        if package.spec is not None:
+            if is_version(package.spec):
+                validate.py_version(package.spec, option)
+            else:
+                validate.git_ref(package.spec, option)
+        if package.repo:
+            validate.repo_url(package.repo, f"--{package.name}-repo")
+
+
 def resolve(cfg: Config, request: Request) -> Resolved:
     """Every package's source, dependencies first; refs resolved, nothing fetched or built.
 
@@ -126,9 +148,7 @@ def resolve(cfg: Config, request: Request) -> Resolved:
     order = build_order(cfg, named)
     for name in order:
         get_recipe(name, cfg).check_config(cfg)
-    for package in request.packages:
-        if package.spec is not None and is_version(package.spec):
-            validate.py_version(package.spec, f"--{package.name}")
+    check_syntax(cfg, request)
     inputs = PlanInputs(specs={p.name: p.spec for p in request.packages},
                         repo_url=lambda name: request.repo(name) or get_recipe(name, cfg).repo_url(cfg),
                         mirrors=Path(cfg.data_dir) / "mirrors", unpinned=request.unpinned,

@@ -205,6 +205,8 @@ def run_wheels(cfg: Config, request: Request, note: Note, progress: StepProgress
     requested_jobs = request.jobs or cfg.build.jobs
     # the plan, before any container runs
     report.plan = plan = plan_wheels(engine, cfg, resolved, index, note, requested_jobs, locked=lock is not None)
+    for said in resolved.notes:
+        note(said)
     images: Images = bring_up(engine, cfg, note, build=(
         (lambda e, c, specs, rep, logs, base: build_locked_stages(e, c, lock, specs, rep, logs, base))
         if lock is not None else None))

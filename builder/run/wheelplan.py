@@ -85,7 +85,7 @@ class WheelPlan:
 
     def as_dict(self) -> dict:
         return {"stages": [{"name": s.name, "key": s.key, "reuse": s.image_id is not None} for s in self.stages],
-                "wheels": [w.as_dict() for w in self.wheels]}
+                "wheels": [w.as_dict() for w in self.wheels], "notes": list(self.resolved.notes)}
 
 
 def dist_extra(cfg: Config, dist: bool) -> tuple[str, ...]:

@@ -2,10 +2,17 @@
 
 Refs and URLs are validated first; git gets ``--`` before positional arguments and
 no prompt, so neither a hostile ref nor a password prompt can hang or hijack a run.
+
+The conventional default-branch names (``main``, ``master``) mean "the default branch"
+when the repository has no branch of that name: pytorch/xla's default branch is
+``master`` and it has no ``main``, so ``--xla main`` resolves to the remote's HEAD
+(``git ls-remote --symref``, asked in the same round trip) with a note saying so. Any
+other unknown ref fails, naming the closest branches and tags.
 """
 
 from __future__ import annotations
 
+import difflib
 import os
 import re
 import subprocess
@@ -18,11 +25,16 @@ _VERSION = re.compile(r"^[0-9]+\.[0-9]+(\.[0-9]+)?((a|b|rc|\.dev|\.post)[0-9]+)*
 GIT_TIMEOUT = 120
 
 
+# names that mean "the default branch" when no branch or tag has that name
+DEFAULT_BRANCH_NAMES = ("main", "master")
+
+
 @dataclass(frozen=True)
 class ResolvedRef:
     url: str
-    ref: str
+    ref: str  # the branch, tag or SHA resolved (the default branch's own name for main/master)
     sha: str
+    note: str = ""  # said in the plan and summary: how the ref was read (the default branch)
 
 
 def git_env() -> dict[str, str]:
@@ -54,8 +66,39 @@ def pick_sha(ref: str, listing: str) -> str | None:
     return None
 
 
-def ls_remote(url: str, *patterns: str) -> str:
-    command = ["git", "ls-remote", "--", url, *patterns]
+def head_branch(listing: str) -> tuple[str, str] | None:
+    """(branch, sha) of HEAD from ``git ls-remote --symref URL HEAD`` output (pure)."""
+    branch = sha = None
+    for line in listing.splitlines():
+        left, _, name = line.partition("\t")
+        if name != "HEAD":
+            continue
+        if left.startswith("ref: refs/heads/"):
+            branch = left.removeprefix("ref: refs/heads/")
+        elif re.fullmatch(r"[0-9a-f]{40}", left):
+            sha = left
+    return (branch, sha) if branch and sha else None
+
+
+def branch_and_tag_names(listing: str) -> list[str]:
+    """Short branch and tag names of a ``git ls-remote --heads --tags`` listing (pure)."""
+    names = []
+    for line in listing.splitlines():
+        _, _, name = line.partition("\t")
+        for prefix in ("refs/heads/", "refs/tags/"):
+            if name.startswith(prefix) and not name.endswith("^{}"):
+                names.append(name.removeprefix(prefix))
+    return sorted(set(names))
+
+
+def repo_name(url: str) -> str:
+    """``https://github.com/pytorch/xla.git`` -> ``pytorch/xla``: how a note names a repo."""
+    parts = [p for p in url.rstrip("/").removesuffix(".git").split("/") if p]
+    return "/".join(parts[-2:]) if len(parts) >= 2 else url
+
+
+def ls_remote(url: str, *patterns: str, options: tuple[str, ...] = ()) -> str:
+    command = ["git", "ls-remote", *options, "--", url, *patterns]
     try:
         done = subprocess.run(command, capture_output=True, text=True, env=git_env(), timeout=GIT_TIMEOUT,
                               stdin=subprocess.DEVNULL)
@@ -78,7 +121,20 @@ def resolve_ref(url: str, ref: str) -> ResolvedRef:
     if re.fullmatch(r"[0-9a-f]{40}", ref):
         ls_remote(url, "HEAD")  # reachable; the SHA itself is checked when it is fetched
         return ResolvedRef(url, ref, ref)
-    sha = pick_sha(ref, ls_remote(url, ref, f"{ref}^{{}}"))  # the peeled line of an annotated tag
-    if sha is None:
-        raise RefError(f"ref '{ref}' not found in {url}", "name an existing branch, tag or a 40-hex SHA")
-    return ResolvedRef(url, ref, sha)
+    default_name = ref in DEFAULT_BRANCH_NAMES
+    # the peeled line of an annotated tag; for main/master also HEAD and its branch, in one round trip
+    listing = ls_remote(url, ref, f"{ref}^{{}}", *(["HEAD"] if default_name else []),
+                        options=("--symref",) if default_name else ())
+    sha = pick_sha(ref, listing)
+    if sha is not None:
+        return ResolvedRef(url, ref, sha)
+    head = head_branch(listing) if default_name else None
+    if head is not None:
+        branch, head_sha = head
+        return ResolvedRef(url, branch, head_sha, note=f"{repo_name(url)} has no branch {ref}; using its default "
+                                                       f"branch {branch} at {head_sha[:7]}")
+    close = difflib.get_close_matches(ref, branch_and_tag_names(ls_remote(url, options=("--heads", "--tags"))),
+                                      n=3, cutoff=0.6)
+    raise RefError(f"ref '{ref}' not found in {url}",
+                   (f"did you mean {' or '.join(close)}? " if close else "")
+                   + "name an existing branch, tag or a 40-hex SHA")

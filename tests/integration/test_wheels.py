@@ -21,6 +21,10 @@ def env(tmp_path_factory, base_image, engine):
     root = tmp_path_factory.mktemp("wheels")
     torch_repo = write_example_repo("faketorch", root / "repos" / "faketorch")
     xla_repo = write_example_repo("fakexla", root / "repos" / "fakexla")
+    # torch main needs C++20 and xla compiles as C++17 (as upstream): torch work that xla
+    # builds against happens on a branch off the pinned (C++17) commit
+    subprocess.run(["git", "-C", str(torch_repo), "checkout", "-q", "-b", "dev",
+                    (xla_repo / ".torch_commit").read_text().split()[-1]], check=True)
     volume = f"builder-test-ccache-{uuid.uuid4().hex[:8]}"
     cfg = write_config(root / "builder.toml", root / "data",
                        f'[cache]\nccache = "volume:{volume}"\nbazel = "volume:{volume}-bazel"\n'
@@ -30,8 +34,12 @@ def env(tmp_path_factory, base_image, engine):
     engine.remove_volume(f"{volume}-bazel")
 
 
+DEV = ("--torch", "dev", "--torch-unpinned")  # xla against the torch dev branch, past the pin
+
+
 def wheels(env, *args):
-    done = run_builder("wheels", "--torch", "main", "--xla", "main", "--json", *args, config=env["cfg"])
+    """--xla main: the fixture xla's default branch (master), with the torch it pins."""
+    done = run_builder("wheels", "--xla", "main", "--json", *args, config=env["cfg"])
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     return {w["recipe"]: w for w in report["wheels"]}, report
@@ -63,8 +71,13 @@ def test_cold_build_publishes_two_wheels(env, cold, engine):
     names = sorted(name.split("-", 1)[0].lower() for name in index_files(env))
     assert names == ["filelock", "fsspec", "torch", "torch_xla", "typing_extensions"], names
     assert {built["torch"]["filename"], built["xla"]["filename"]} <= set(index_files(env))
-    assert built["torch"]["filename"].startswith("torch-2.99.0a0+git")
-    assert built["xla"]["filename"].startswith("torch_xla-")
+    pinned = (env["xla"] / ".torch_commit").read_text().split()[-1]
+    assert built["torch"]["filename"].startswith(f"torch-2.99.0a0+git{pinned[:7]}")
+    assert built["xla"]["filename"].startswith("torch_xla-2.98.0+git")  # upstream's mismatch, kept
+    assert built["torch"]["source_sha"] == pinned
+    notes = report["plan"]["notes"]
+    assert notes[0].endswith("fakexla has no branch main; using its default branch master at "
+                             f"{built['xla']['source_sha'][:7]}") and "upstream's own pair" in notes[1]
     assert leftover_containers(engine, env) == []
 
 
@@ -93,8 +106,8 @@ def test_noop_rerun_compiles_nothing(env, cold):
 
 def test_one_file_change_rebuilds_torch_with_ccache_and_xla_against_it(env, cold):
     sha = commit_change(env["torch"], "csrc/kernels/kernel_000.cpp")
-    # torch main has moved past xla's .torch_commit: building against it is an explicit choice.
-    built, _ = wheels(env, "--torch-unpinned")
+    # torch dev has moved past xla's .torch_commit: building against it is an explicit choice.
+    built, _ = wheels(env, *DEV)
     torch_wheel, xla_wheel = built["torch"], built["xla"]
     assert torch_wheel["status"] == "built" and torch_wheel["source_sha"] == sha
     stats = torch_wheel["ccache"]
@@ -111,38 +124,38 @@ def test_one_file_change_rebuilds_torch_with_ccache_and_xla_against_it(env, cold
 
 
 def test_only_xla_changes_torch_is_not_rebuilt(env, cold):
-    before, _ = wheels(env, "--torch-unpinned")
+    before, _ = wheels(env, *DEV)
     commit_change(env["xla"], "torch_xla/csrc/xla_kernel_000.cpp")
-    after, _ = wheels(env, "--torch-unpinned")
+    after, _ = wheels(env, *DEV)
     assert after["torch"]["status"] == "reused"
     assert after["torch"]["sha256"] == before["torch"]["sha256"]
     assert after["xla"]["status"] == "built"
 
 
 def plan(env, *args):
-    done = run_builder("wheels", "--torch", "main", "--xla", "main", "--dry-run", "--json", *args, config=env["cfg"])
+    done = run_builder("wheels", "--xla", "main", "--dry-run", "--json", *args, config=env["cfg"])
     assert done.returncode == 0, done.stderr
     return {w["name"]: w for w in json.loads(done.stdout)["wheels"]}
 
 
 def test_dry_run_plan_lists_keys_and_the_run_builds_exactly_that(env, cold):
-    before, _ = wheels(env, "--torch-unpinned")
-    planned = plan(env, "--torch-unpinned")  # nothing changed: every wheel reused, with its key
+    before, _ = wheels(env, *DEV)
+    planned = plan(env, *DEV)  # nothing changed: every wheel reused, with its key
     assert {n: (w["status"], w["key"]) for n, w in planned.items()} == {
         n: ("reuse", w["key"]) for n, w in before.items()}
     commit_change(env["xla"], "torch_xla/csrc/xla_kernel_001.cpp")
-    planned = plan(env, "--torch-unpinned")
+    planned = plan(env, *DEV)
     assert planned["torch"]["status"] == "reuse" and planned["torch"]["key"] == before["torch"]["key"]
     assert planned["xla"]["status"] == "build" and planned["xla"]["key"] not in (None, before["xla"]["key"])
     assert planned["xla"]["sha"] != before["xla"]["source_sha"]
-    after, report = wheels(env, "--torch-unpinned")
+    after, report = wheels(env, *DEV)
     assert {n: w["status"] for n, w in after.items()} == {"torch": "reused", "xla": "built"}
     assert after["xla"]["key"] == planned["xla"]["key"]  # the plan's key is the build's key
     assert report["plan_deviations"] == []
 
 
 def test_truncated_published_wheel_is_found_then_rebuilt_and_replaced(env, cold):
-    current, _ = wheels(env, "--torch-unpinned")  # torch main has moved past xla's pin by now
+    current, _ = wheels(env, *DEV)  # torch dev has moved past xla's pin by now
     published = env["index"] / "files" / current["xla"]["filename"]
     data = published.read_bytes()
     published.write_bytes(data[: len(data) // 2])
@@ -150,7 +163,7 @@ def test_truncated_published_wheel_is_found_then_rebuilt_and_replaced(env, cold)
     assert check.returncode == 1
     errors = [line for line in check.stderr.splitlines() if line.startswith("error:")]
     assert len(errors) == 1 and f"corrupt {published.name}" in errors[0], check.stderr
-    done = run_builder("wheels", "--torch", "main", "--xla", "main", "--torch-unpinned", "--json", config=env["cfg"])
+    done = run_builder("wheels", "--xla", "main", *DEV, "--json", config=env["cfg"])
     assert done.returncode == 0, done.stderr
     assert f"the published {published.name} was corrupt" in done.stderr
     rebuilt = {w["recipe"]: w for w in json.loads(done.stdout)["wheels"]}
@@ -165,7 +178,7 @@ def test_bad_ref_fails_before_building(env, cold, engine):
     done = run_builder("wheels", "--torch", "mian", config=env["cfg"])
     assert done.returncode == 1
     assert done.stderr.strip() == f"error: ref 'mian' not found in file://{env['torch']}; " \
-                                  "name an existing branch, tag or a 40-hex SHA"
+                                  "did you mean main? name an existing branch, tag or a 40-hex SHA"
     assert index_files(env) == files
 
 
@@ -180,7 +193,7 @@ def test_compile_error_publishes_nothing_and_leaves_no_container(env, cold, engi
     broken = subprocess.run(["git", "-C", str(env["torch"]), "rev-parse", "HEAD"], capture_output=True,
                             text=True, check=True).stdout.strip()
     commit_change(env["torch"], "csrc/kernels/kernel_001.cpp", "this is not C++;\n")
-    done = run_builder("wheels", "--torch", "main", config=env["cfg"])
+    done = run_builder("wheels", "--torch", "dev", config=env["cfg"])
     assert done.returncode == 1
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("error: building torch from") and "see the log" in last

@@ -61,13 +61,37 @@ def test_same_sha_wherever_written(tmp_path: Path, name: str) -> None:
     b = write_example_repo(name, tmp_path / "deeper" / "b" / name)
     assert git(a, "rev-parse", "HEAD") == git(b, "rev-parse", "HEAD")
     tag = examples.TAGS[name]
-    assert git(a, "rev-parse", f"{tag}^{{commit}}") == git(a, "rev-parse", "HEAD")
+    # faketorch's main is one commit past its tag (the C++20 requirement); the others end at it
+    tip = "HEAD~1" if name == "faketorch" else "HEAD"
+    assert git(a, "rev-parse", f"{tag}^{{commit}}") == git(a, "rev-parse", tip)
     assert git(a, "cat-file", "-t", tag) == "tag"  # annotated, like upstream release tags
     assert git(a, "status", "--porcelain") == ""
     assert (
         git(a, "log", "-1", "--format=%an <%ae> %at")
         == f"{examples.GIT_NAME} <{examples.GIT_EMAIL}> 1704067200"
     )
+
+
+def test_default_branches_are_upstreams(tmp_path: Path) -> None:
+    """pytorch/xla's default branch is master and it has no main; pytorch's is main."""
+    xla = write_example_repo("fakexla", tmp_path / "fakexla")
+    torch = write_example_repo("faketorch", tmp_path / "faketorch")
+    assert git(xla, "symbolic-ref", "--short", "HEAD") == "master"
+    assert git(xla, "branch", "--list", "main") == ""
+    assert git(torch, "symbolic-ref", "--short", "HEAD") == "main"
+
+
+def test_torch_main_needs_cxx20_and_xla_pins_the_cxx17_commit(tmp_path: Path) -> None:
+    repos = examples.write_example_repos(tmp_path / "repos")
+    torch, xla = repos["faketorch"], repos["fakexla"]
+    pinned = (xla / ".torch_commit").read_text().splitlines()[-1]
+    assert pinned == git(torch, "rev-parse", "v2.99.0^{commit}") == git(torch, "rev-parse", "main~1")
+    assert "set(CMAKE_CXX_STANDARD 20)" in (torch / "CMakeLists.txt").read_text()
+    assert "set(CMAKE_CXX_STANDARD 17)" in git(torch, "show", f"{pinned}:CMakeLists.txt")
+    assert "__cplusplus < 202002L" in (torch / "include/faketorch/macros.h").read_text()
+    assert "-std=c++17" in (xla / ".bazelrc").read_text()
+    assert "package_version: 2.98.0" in (xla / "infra/ansible/config/vars.yaml").read_text()
+    assert git(torch, "show", f"{pinned}:version.txt") == "2.99.0a0"
 
 
 def test_branch_name(tmp_path: Path) -> None:
@@ -229,7 +253,7 @@ def test_bazel_options_gcloud_key_file(build_util) -> None:
 
 def test_xla_version(build_util) -> None:
     sha = "0123456789abcdef" * 2
-    assert build_util.get_build_version(sha, {}) == "2.99.0+git0123456"
+    assert build_util.get_build_version(sha, {}) == "2.98.0+git0123456"
     assert build_util.get_build_version(sha, {"TORCH_XLA_VERSION": "2.5.0"}) == "2.5.0+git0123456"
     assert (
         build_util.get_build_version(sha, {"TORCH_XLA_VERSION": "2.5.0", "GIT_VERSIONED_XLA_BUILD": "0"})

@@ -79,7 +79,7 @@ def test_certificate_failure_in_a_log_names_the_setting(tmp_path):
 
 def test_no_arguments_prints_the_three_first_commands():
     done = run_builder(check=True)
-    for line in ("builder demo", "builder wheels --torch main --xla main", "builder index serve"):
+    for line in ("builder demo", "builder wheels --torch main", "builder wheels --xla master", "builder index serve"):
         assert line in done.stdout
     assert "Usage" not in done.stdout  # the short start, not the full help
 

@@ -111,3 +111,21 @@ def test_settings_of_an_unnamed_package_apply_when_the_graph_pulls_it_in(recipes
     resolved = resolve(Config(), request)
     assert [s.name for s in resolved.sources] == ["leaf", "ext"]  # pinning: settings only
     assert resolved.inputs.versions == {"leaf": "9.9"} and resolved.inputs.repo_url("pinning") == "file:///other"
+
+
+def test_every_ref_is_checked_for_syntax_before_any_network_call(tmp_path):
+    """Offline, with xla's repository unreachable: the malformed torch ref is the error
+    (exit 2), not 'cannot reach repository' (exit 1) from resolving xla first."""
+    from builder.errors import ValidationError
+
+    cfg = Config(data_dir=str(tmp_path))
+    request = Request(packages=(PackageRequest("torch", "a b"),
+                                PackageRequest("xla", "main", repo=f"file://{tmp_path}/no-such-xla.git")))
+    with pytest.raises(ValidationError) as info:
+        resolve(cfg, request)
+    assert info.value.message == "--torch 'a b' is not a valid git ref (letters, digits, . _ / + -)"
+    assert info.value.exit_code == 2
+    bad_repo = Request(packages=(PackageRequest("torch", "main", repo="--upload-pack=touch /tmp/x"),))
+    with pytest.raises(ValidationError, match="^--torch-repo"):
+        resolve(cfg, bad_repo)
+    assert not (tmp_path / "mirrors").exists()  # nothing fetched

@@ -73,10 +73,11 @@ def bazel_options_from_env(
 
 
 def get_build_version(xla_git_sha: str, env: Mapping[str, str] | None = None) -> str:
-    """Upstream's rule: TORCH_XLA_VERSION (default here 2.99.0), plus '+git<sha7>'
+    """Upstream's rule: TORCH_XLA_VERSION (default here 2.98.0: one minor behind the torch its .torch_commit pins, as
+    upstream's 2.9.0 beside a 2.10.0a0 torch), plus '+git<sha7>'
     unless GIT_VERSIONED_XLA_BUILD is false -- even when TORCH_XLA_VERSION is set."""
     env = os.environ if env is None else env
-    version = env.get("TORCH_XLA_VERSION", "2.99.0")
+    version = env.get("TORCH_XLA_VERSION", "2.98.0")
     if check_env_flag("GIT_VERSIONED_XLA_BUILD", default="TRUE", env=env) and xla_git_sha:
         version += "+git" + xla_git_sha[:7]
     return version

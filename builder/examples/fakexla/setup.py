@@ -16,7 +16,7 @@
 #   BAZEL_DISK_CACHE_PATH    --disk_cache=PATH (pytorch/xla#9695)
 #   BUILD_CPP_TESTS          also build the //:cpp_tests target (default 0)
 #   CXX_ABI                  --cxxopt=-D_GLIBCXX_USE_CXX11_ABI=N (default: torch._C._GLIBCXX_USE_CXX11_ABI)
-#   TORCH_XLA_VERSION        version (default 2.99.0), plus '+git<sha7>' unless
+#   TORCH_XLA_VERSION        version (default 2.98.0), plus '+git<sha7>' unless
 #   GIT_VERSIONED_XLA_BUILD  is false (default TRUE)
 #   TORCH_XLA_PACKAGE_NAME   distribution name (default torch_xla)
 #   BUNDLE_LIBTPU            an error here (upstream downloads libtpu)
