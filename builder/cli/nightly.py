@@ -24,7 +24,7 @@ from builder.report.nightly import (
     plan_nightly,
     write_report,
 )
-from builder.run.graph import parse_pkg
+from builder.run.graph import PackageRequest, Request, parse_pkg
 
 ci_app = typer.Typer(help="CI helpers.", no_args_is_help=True)
 app.add_typer(ci_app, name="ci", help="CI helpers: print a workflow that runs builder nightly.")
@@ -38,7 +38,8 @@ def nightly_cmd(
     keep: int = typer.Option(7, "--keep", help="Nightly versions kept per package in the index (>= 1).",
                               callback=in_range(1, MAX_KEEP)),
     pkg: list[str] = typer.Option([], "--pkg", help="A package to build (repeatable; default: the recipes "
-                                  "marked nightly: torch and xla). What they build against comes too."),
+                                  "marked nightly: torch). What they build against comes too, at the commit a package pins "
+                                  "(e.g. --pkg xla: torch at its .torch_commit)."),
     repo: list[str] = typer.Option([], "--repo", help="NAME=URL: a git URL for this run (default: \\[repos])."),
     push: str = typer.Option(None, "--push", help="Also upload the wheels to this index URL."),
     report_dir: Path = typer.Option(None, "--report-dir", help="Where report.json and logs go."),
@@ -47,7 +48,7 @@ def nightly_cmd(
     """Build main of a package set as dated dev versions; exit 0 built, 3 nothing new, 1 failed."""
     from builder.cli.wheels import push_report, report_json
     from builder.recipes import RECIPES, get_recipe
-    from builder.run.graph import PackageRequest, Request, build_order
+    from builder.run.graph import build_order
     from builder.run.pipeline import run_wheels
 
     cfg = get_config()
@@ -69,9 +70,7 @@ def nightly_cmd(
     data.update(version=plan.version, versions=plan.versions)
     err.print(f"nightly {plan.version}: {heads}", markup=False)
     started = time.monotonic()
-    # A nightly tracks every head, as upstream's nightlies did (unpinned); the versions still have to pair.
-    request = Request(tuple(PackageRequest(name, plan.shas[name], repos[name], plan.versions[name]) for name in names),
-                      jobs=jobs, unpinned=True)
+    request = nightly_request(cfg, names, plan.shas, repos, plan.versions, jobs)
     try:
         report = run_wheels(cfg, request, lambda text: err.print(text, markup=False, highlight=False))
         if push:
@@ -104,6 +103,20 @@ def nightly_cmd(
     path = write_report(run_dir, data)
     out.print(f"built nightly {plan.version}; report {path}", markup=False)
     raise typer.Exit(EXIT_BUILT)
+
+
+def nightly_request(cfg, names: list[str], shas: dict[str, str], repos: dict[str, str],  # noqa: ANN001 - Config
+                    versions: dict[str, str], jobs: int) -> Request:
+    """Every package at its head, with its dated version; but what a package of the set
+    pins (``Recipe.pins_against``: xla's .torch_commit) comes from that pin, at its own
+    version, since the head may not even compile with it (torch main is C++20, xla
+    master C++17)."""
+    from builder.recipes import get_recipe
+
+    pinned = {dep for name in names if get_recipe(name, cfg).pins_against
+              for dep in get_recipe(name, cfg).builds_against if dep in names}
+    return Request(tuple(PackageRequest(name, None if name in pinned else shas[name], repos[name],
+                                        "" if name in pinned else versions[name]) for name in names), jobs=jobs)
 
 
 def parse_repo(text: str) -> tuple[str, str]:

@@ -94,6 +94,7 @@ class Recipe:
     version_env: str = ""  # the env var a source build takes an explicit version from
     unpinned_help: str = ""  # set: `--NAME-unpinned`, for packages whose dependents' commits pin it
     nightly: bool = False  # built by `builder nightly` unless --pkg names the set
+    pins_against: bool = False  # plan_against picks what it builds against from the commit (a nightly keeps it)
     example: str = ""  # a bundled example repo (builder.examples) shaped like upstream: `builder demo` builds it
 
     def repo_url(self, cfg) -> str:  # noqa: ANN001 - Config

@@ -53,7 +53,11 @@ class XlaRecipe(Recipe):
     builds_against = ("torch",)
     flag_help = "torch_xla ref to build, or a prebuilt version."
     version_env = "TORCH_XLA_VERSION"
-    nightly = True
+    # frozen upstream (last release 2.9.0, master's last code change December 2025), and
+    # xla master does not compile with torch main (C++17 vs C++20): `builder nightly --pkg
+    # xla` builds master with the torch its .torch_commit pins
+    nightly = False
+    pins_against = True
     example = "fakexla"
 
     def check_config(self, cfg) -> None:  # noqa: ANN001 - Config

@@ -129,3 +129,22 @@ def test_every_ref_is_checked_for_syntax_before_any_network_call(tmp_path):
     with pytest.raises(ValidationError, match="^--torch-repo"):
         resolve(cfg, bad_repo)
     assert not (tmp_path / "mirrors").exists()  # nothing fetched
+
+
+def test_a_nightly_builds_heads_but_what_a_package_pins_at_its_pin():
+    """builder nightly --pkg xla: torch is in the set (xla builds against it), but xla's
+    .torch_commit decides it: no head, no dated version for torch; xla at its head."""
+    from builder.cli.nightly import nightly_request
+    from builder.recipes import get_recipe
+
+    cfg = Config()
+    assert get_recipe("xla", cfg).pins_against and not get_recipe("xla", cfg).nightly
+    request = nightly_request(cfg, ["torch", "xla"], {"torch": "t" * 40, "xla": "x" * 40},
+                              {"torch": "file:///t", "xla": "file:///x"},
+                              {"torch": "2.99.0.dev20261204", "xla": "2.99.0.dev20261204"}, jobs=2)
+    assert request.packages == (PackageRequest("torch", None, "file:///t", ""),
+                                PackageRequest("xla", "x" * 40, "file:///x", "2.99.0.dev20261204"))
+    assert request.unpinned is False and request.jobs == 2
+    alone = nightly_request(cfg, ["torch"], {"torch": "t" * 40}, {"torch": "file:///t"},
+                            {"torch": "2.99.0.dev20261204"}, jobs=0)
+    assert alone.packages == (PackageRequest("torch", "t" * 40, "file:///t", "2.99.0.dev20261204"),)

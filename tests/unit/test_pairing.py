@@ -100,3 +100,51 @@ def test_no_partner_after_the_last_release():
     assert no_partner_reason("2.9.1") is None and no_partner_reason("2.8.0") is None
     reason = no_partner_reason("2.13.0")
     assert reason and "torch_xla 2.9.0" in reason and "TorchTPU" in reason
+
+
+# ------------------------------------------------------------------ C++ standards (xla_cxx)
+def test_torch_standard_from_cmake_and_the_header_guard():
+    from builder.recipes.xla_cxx import torch_standard
+
+    upstream_cmake = 'set(CMAKE_CXX_STANDARD\n    17\n    CACHE STRING\n          "The C++ standard")\n'
+    assert torch_standard({"CMakeLists.txt": upstream_cmake}) == 17
+    guard = "#if !defined(_MSC_VER) && __cplusplus < 202002L\n#error C++20 or later compatible compiler is required"
+    assert torch_standard({"CMakeLists.txt": upstream_cmake, "all.h": guard}) == 20  # the higher one
+    assert torch_standard({"CMakeLists.txt": "set(CMAKE_CXX_STANDARD 20)"}) == 20
+    assert torch_standard({"CMakeLists.txt": "project(x)", "all.h": ""}) is None
+
+
+def test_xla_standard_is_the_last_build_line_of_bazelrc():
+    from builder.recipes.xla_cxx import xla_standard
+
+    assert xla_standard("build:posix --cxxopt=-std=c++17\nbuild:posix --host_cxxopt=-std=c++17\n") == 17
+    assert xla_standard("build --cxxopt=-std=c++17\nbuild --cxxopt=-std=gnu++20\n") == 20
+    assert xla_standard("build:clang --cxxopt=-std=c++20\n") is None  # a config not used by default
+    assert xla_standard("# build --cxxopt=-std=c++17\n") is None
+    assert xla_standard("") is None
+
+
+def test_cxx_check_refuses_only_an_xla_below_torch():
+    from builder.errors import ConfigError
+    from builder.recipes.xla_cxx import CxxPair, check_standards, standards_note
+    from builder.source.refs import ResolvedRef
+
+    torch, xla = ResolvedRef("u", "main", "a" * 40), ResolvedRef("v", "master", "b" * 40)
+    for fine in (CxxPair(17, 17), CxxPair(17, 20), CxxPair(None, 17), CxxPair(20, None)):
+        check_standards(fine, torch, xla, "2.9.0")
+    with pytest.raises(ConfigError) as info:
+        check_standards(CxxPair(20, 17), torch, xla, "2.9.0")
+    assert info.value.exit_code == 2
+    assert info.value.message.startswith(f"torch main ({'a' * 12}) needs C++20")
+    assert "builder wheels --xla master" in info.value.hint and "--torch 2.9.0 --xla 2.9.0" in info.value.hint
+    assert standards_note(CxxPair(20, None), torch, xla).startswith(f"C++ standard not stated by xla master ({'b' * 12})")
+
+
+def test_ci_package_version():
+    from builder.recipes.xla_pairing import ci_package_version
+
+    assert ci_package_version("llvm_debian_repo: bookworm\n# PyTorch and PyTorch/XLA wheel versions.\n"
+                              "package_version: 2.9.0\nnightly_release: false\n") == "2.9.0"
+    assert ci_package_version("package_version: '2.8.1'  # quoted\n") == "2.8.1"
+    assert ci_package_version("  package_version: 2.9.0\n") is None  # nested: not the top-level key
+    assert ci_package_version("") is None
