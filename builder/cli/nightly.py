@@ -38,8 +38,8 @@ def nightly_cmd(
     keep: int = typer.Option(7, "--keep", help="Nightly versions kept per package in the index (>= 1).",
                               callback=in_range(1, MAX_KEEP)),
     pkg: list[str] = typer.Option([], "--pkg", help="A package to build (repeatable; default: the recipes "
-                                  "marked nightly: torch). What they build against comes too, at the commit a package pins "
-                                  "(e.g. --pkg xla: torch at its .torch_commit)."),
+                                  "marked nightly: torch). What they build against comes too, at the commit a "
+                                  "package pins (e.g. --pkg xla: torch at its .torch_commit)."),
     repo: list[str] = typer.Option([], "--repo", help="NAME=URL: a git URL for this run (default: \\[repos])."),
     push: str = typer.Option(None, "--push", help="Also upload the wheels to this index URL."),
     report_dir: Path = typer.Option(None, "--report-dir", help="Where report.json and logs go."),

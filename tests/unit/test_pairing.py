@@ -137,7 +137,8 @@ def test_cxx_check_refuses_only_an_xla_below_torch():
     assert info.value.exit_code == 2
     assert info.value.message.startswith(f"torch main ({'a' * 12}) needs C++20")
     assert "builder wheels --xla master" in info.value.hint and "--torch 2.9.0 --xla 2.9.0" in info.value.hint
-    assert standards_note(CxxPair(20, None), torch, xla).startswith(f"C++ standard not stated by xla master ({'b' * 12})")
+    note = standards_note(CxxPair(20, None), torch, xla)
+    assert note.startswith(f"C++ standard not stated by xla master ({'b' * 12})")
 
 
 def test_ci_package_version():
