@@ -159,6 +159,7 @@ def xla_check(
     if strict is not None and strict not in SEVERITIES:
         raise ValidationError(f"--strict={strict} is not a severity", "use --strict (errors only), "
                               "--strict=warning or --strict=info")
+    compile_script(script)  # before anything is fetched (torch + torch_xla are about 4 GB)
     cfg = get_config()
     torch, xla = default_versions(DirectoryIndex(cfg.index_dir), torch, xla)
 
@@ -188,6 +189,21 @@ def xla_check(
         err.print(f"--strict={strict}: {len(failing)} finding(s) at {strict} or worse", markup=False,
                   highlight=False)
         raise typer.Exit(1)
+
+
+def compile_script(script: Path) -> None:
+    """Refuse a file that is not Python (a log, a binary, a typo'd path to a notebook) with
+    one line naming where it fails to compile, before any image, download or run."""
+    from builder.errors import ValidationError
+
+    try:
+        compile(script.read_bytes(), str(script), "exec", dont_inherit=True)
+    except SyntaxError as exc:
+        where = f"line {exc.lineno}: " if exc.lineno else ""
+        raise ValidationError(f"{script} is not a Python script ({where}{exc.msg})",
+                              "pass the training script itself (python -m py_compile FILE shows the error)") from None
+    except (ValueError, UnicodeDecodeError) as exc:  # NUL bytes, not text
+        raise ValidationError(f"{script} is not a Python script ({exc})", "pass the training script itself") from None
 
 
 def print_findings(report: CheckReport, script: Path) -> None:

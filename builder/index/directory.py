@@ -30,7 +30,7 @@ from typing import Any, Literal
 
 from filelock import FileLock, Timeout
 
-from builder.errors import BuilderError, PackageIndexError, ValidationError
+from builder.errors import BuilderError, ConfigError, PackageIndexError, ValidationError
 from builder.files import atomic_write, copy_to_temp, replace_durably
 from builder.index.pages import Entry, project_json, render_project_page, render_root_page, root_json, version_key
 from builder.index.wheelcheck import check_wheel_contents
@@ -53,6 +53,9 @@ class DirectoryIndex:
 
     def __init__(self, root: Path | str, mutex_timeout: float = 600.0) -> None:
         self.root = Path(root).expanduser().absolute()
+        if self.root.exists() and not self.root.is_dir():  # else `index list` says "no wheels" of a file
+            raise ConfigError(f"the index directory {self.root} is a file, not a directory",
+                              "point [index] dir (or --dir) at a directory; builder creates it when missing")
         self.files_dir = self.root / "files"
         self.simple_dir = self.root / "simple"
         self._meta_dir = self.root / ".meta"

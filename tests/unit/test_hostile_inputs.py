@@ -10,6 +10,7 @@ No image is built, so the corpus runs in seconds.
 
 from __future__ import annotations
 
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -132,6 +133,14 @@ CASES = [
     Case("serve-auth-missing", ["index", "serve", "--auth", "/nonexistent/[/x]"], 2,
          "htpasswd file /nonexistent/[/x] does not exist"),
     Case("xla-check-missing-script", ["xla-check", "/nonexistent/[/x].py"], 2, "/nonexistent/[/x].py"),
+    # not Python: refused before the 4 GB of torch + torch_xla are fetched (no data dir made)
+    Case("xla-check-not-python", ["xla-check", "/etc/passwd"], 2, "/etc/passwd is not a Python script (line 1: "),
+    Case("xla-check-binary", ["xla-check", sys.executable], 2, f"{sys.executable} is not a Python script ("),
+    # an index dir that is a file: not "no wheels in ..." with exit 0
+    Case("index-dir-is-a-file", ["index", "list"], 2, "the index directory /etc/passwd is a file, not a directory",
+         env={"BUILDER_INDEX_DIR": "/etc/passwd"}),
+    Case("index-dir-flag-is-a-file", ["index", "list", "--dir", "/etc/passwd"], 2,
+         "the index directory /etc/passwd is a file"),
 ]
 
 
