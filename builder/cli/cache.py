@@ -6,12 +6,12 @@ import json
 from pathlib import Path
 
 import typer
-from rich.table import Table
+from rich.console import Console
 
 from builder.caches.ccache import CCACHE_MOUNT, parse_location, parse_print_stats
 from builder.cli.common import app, get_config, handle_errors
 from builder.config import Config
-from builder.console import out
+from builder.console import out, print_table
 from builder.engine import ContainerSpec, Engine, Mount
 from builder.errors import BuildError, ConfigError
 
@@ -51,12 +51,22 @@ def stats_cmd(as_json: bool = typer.Option(False, "--json", help="Print as JSON.
               ccache: str = typer.Option(None, "--ccache", help="volume:NAME or path:/dir (default: config).")) -> None:
     """Size, files and hit/miss figures of the cache (overall and the last build)."""
     cfg = _with_ccache(ccache)
-    stats = parse_print_stats(_run_ccache(Engine(), cfg, "--print-stats"))
+    data = stats_data(cfg, _run_ccache(Engine(), cfg, "--print-stats"))
+    if as_json:
+        out.print_json(json.dumps(data))
+        return
+    print_stats(data, out)
+
+
+def stats_data(cfg: Config, print_stats: str) -> dict:
+    """`cache stats --json`: ccache's ``--print-stats`` output and the last build's record
+    (``<data_dir>/cache-last.json``, when it is of this cache)."""
+    stats = parse_print_stats(print_stats)
     hits = stats.get("direct_cache_hit", 0) + stats.get("preprocessed_cache_hit", 0)
     misses = stats.get("cache_miss", 0)
     last_path = Path(cfg.data_dir) / "cache-last.json"
     last = json.loads(last_path.read_text()) if last_path.is_file() else None
-    data = {
+    return {
         "cache": cfg.cache.ccache,
         "size_bytes": stats.get("cache_size_kibibyte", 0) * 1024,
         "files": stats.get("files_in_cache", 0),
@@ -66,20 +76,17 @@ def stats_cmd(as_json: bool = typer.Option(False, "--json", help="Print as JSON.
                     "remote_errors": stats.get("remote_storage_error", 0)},
         "last_build": last if last and last.get("cache") == cfg.cache.ccache else None,
     }
-    if as_json:
-        out.print_json(json.dumps(data))
-        return
-    table = Table(title=f"ccache {cfg.cache.ccache}")
-    table.add_column("figure")
-    table.add_column("value")
-    table.add_row("size", f"{data['size_bytes'] / 1024 ** 2:.1f} MiB")
-    table.add_row("files", str(data["files"]))
-    table.add_row("overall", f"{hits} hits / {misses} misses ({data['overall']['hit_rate']:.0%})")
+
+
+def print_stats(data: dict, console: Console) -> None:
+    overall = data["overall"]
+    rows = [("size", f"{data['size_bytes'] / 1024 ** 2:.1f} MiB"), ("files", str(data["files"])),
+            ("overall", f"{overall['hits']} hits / {overall['misses']} misses ({overall['hit_rate']:.0%})")]
     if data["last_build"]:
         lb = data["last_build"]
-        table.add_row("last build", f"{lb['wheel']}: {lb['hit_rate']:.0%} hits ({lb['direct_hits']} direct, "
-                                    f"{lb['misses']} misses)")
-    out.print(table)
+        rows += [("last build", f"{lb['hit_rate']:.0%} hits ({lb['direct_hits']} direct, {lb['misses']} misses)"),
+                 ("last wheel", lb["wheel"])]
+    print_table(console, ("figure", "value"), rows, long="value", title=f"ccache {data['cache']}")
 
 
 @cache_app.command("path")

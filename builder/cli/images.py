@@ -7,12 +7,11 @@ import time
 from pathlib import Path
 
 import typer
-from rich.table import Table
 
 from builder import config as config_mod
 from builder.cli.common import app, get_config, handle_errors, output_dir
 from builder.config import Config, describe_ca
-from builder.console import err, out
+from builder.console import err, out, print_table
 from builder.engine import Engine
 from builder.errors import BuilderError
 from builder.stages.bootstrap import bootstrap_base
@@ -88,14 +87,10 @@ def render_cmd(
             out.print(item.dockerfile, markup=False, end="")
 
 
-def summary_table(results: list[StageResult], total: float) -> Table:
-    table = Table(title=f"stages ({total:.1f} s)")
-    for column in ("stage", "key", "image", "status", "seconds"):
-        table.add_column(column)
-    for r in results:
-        status = "pulled" if r.pulled else "reused" if r.reused else "built"
-        table.add_row(r.name, r.key, r.image_id.removeprefix("sha256:")[:12], status, f"{r.seconds:.1f}")
-    return table
+def print_summary(results: list[StageResult], total: float) -> None:
+    rows = [(r.name, r.image_id.removeprefix("sha256:")[:12], "pulled" if r.pulled else "reused" if r.reused
+             else "built", f"{r.seconds:.1f}", r.key) for r in results]
+    print_table(err, ("stage", "image", "status", "seconds", "key"), rows, long="key", title=f"stages ({total:.1f} s)")
 
 
 def run_images(cfg: Config, stage: str | None = None, force: tuple[str, ...] = (),
@@ -115,7 +110,7 @@ def run_images(cfg: Config, stage: str | None = None, force: tuple[str, ...] = (
     if as_json:
         out.print_json(json.dumps([r.__dict__ | {"log_path": str(r.log_path or "")} for r in results]))
     else:
-        err.print(summary_table(results, total))
+        print_summary(results, total)
         err.print(describe_ca(cfg), markup=False, highlight=False)
     return results
 

@@ -11,10 +11,9 @@ import os
 from pathlib import Path
 
 import typer
-from rich.table import Table
 
 from builder.cli.common import MAX_BACKOFF_SECONDS, MAX_KEEP, MAX_RETRIES, app, get_config, handle_errors, in_range
-from builder.console import err, out
+from builder.console import err, out, print_table
 from builder.errors import PackageIndexError
 from builder.index.directory import DirectoryIndex
 from builder.recipes import built_projects
@@ -22,6 +21,7 @@ from builder.recipes import built_projects
 index_app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 app.add_typer(index_app, name="index", help="The local wheel index (PEP 503 directory, file:// or served).")
 
+INDEX_COLUMNS = ("file", "sha256", "requires-python", "build key")  # `index list`: the file the long field
 _DIR_HELP = "Index directory (default: \\[index] dir in builder.toml, else <data_dir>/index)."
 
 
@@ -70,12 +70,9 @@ def index_list(
     if not entries:
         err.print(f"no wheels in {index.root}", markup=False)
         return
-    table = Table("file", "sha256", "requires-python", "build key")
-    table.columns[0].overflow = "fold"
-    for e in entries:
-        key = str((e.manifest or {}).get("build_key", ""))
-        table.add_row(e.filename, e.sha256[:12], e.requires_python or "", key[:12])
-    out.print(table)
+    rows = [(e.filename, e.sha256[:12], e.requires_python or "", str((e.manifest or {}).get("build_key", ""))[:12])
+            for e in entries]
+    print_table(out, INDEX_COLUMNS, rows, long="file")
 
 
 @index_app.command("check")

@@ -8,7 +8,7 @@ from pathlib import Path
 import typer
 
 from builder.cli.common import app, get_config, handle_errors
-from builder.console import out
+from builder.console import out, print_table
 from builder.errors import ConfigError
 from builder.report import profile as prof
 
@@ -71,20 +71,19 @@ def profile_cmd(
         out.print(f"sccache-dist: {current.dist.get('dist_compiles', 0)} distributed "
                   f"{current.dist.get('dist_servers', {})}, {current.dist.get('local_compiles', 0)} local, "
                   f"{current.dist.get('dist_failed', 0)} failed distributions", markup=False)
-    out.print(f"slowest {len(slowest)}:", markup=False)
-    for unit in slowest:
-        out.print(f"  {unit.seconds:7.2f} s  {unit.result:16}  {unit.source or unit.output}", markup=False)
+    print_table(out, ("seconds", "result", "unit"),
+                [(f"{u.seconds:.2f} s", u.result, u.source or u.output) for u in slowest], long="unit",
+                title=f"slowest {len(slowest)}:")
     if misses:
-        out.print(f"misses ({len(misses)}):", markup=False)
-        for unit in misses[:top]:
-            out.print(f"  {unit.source or unit.output}: {unit.why}", markup=False)
-        if len(misses) > top:
-            out.print(f"  ... and {len(misses) - top} more (--top N, or --json)", markup=False)
+        more = [f"... and {len(misses) - top} more (--top N, or --json)"] if len(misses) > top else []
+        print_table(out, ("unit", "why"), [(u.source or u.output, u.why) for u in misses[:top]], long="why",
+                    title=f"misses ({len(misses)}):", notes=more)
     if changes is not None:
-        out.print(f"against {other.wheel}: {len(changes['missed'])} missed ({len(changes['newly_missed'])} of "
-                  f"them hit there), {len(changes['slower'])} slower, {len(changes['added'])} new units",
-                  markup=False)
-        for item in changes["missed"][:top]:
-            out.print(f"  missed: {item['source'] or item['output']} ({item['why']})", markup=False)
-        for item in changes["slower"][:top]:
-            out.print(f"  slower: {item['output']} {item['before']:.2f} s -> {item['seconds']:.2f} s", markup=False)
+        print_table(out, ("missed", "why"), [(i["source"] or i["output"], i["why"]) for i in changes["missed"][:top]],
+                    long="why", title=f"against {other.wheel}: {len(changes['missed'])} missed "
+                    f"({len(changes['newly_missed'])} of them hit there), {len(changes['slower'])} slower, "
+                    f"{len(changes['added'])} new units")
+        if changes["slower"]:
+            print_table(out, ("before", "now", "slower"), [(f"{i['before']:.2f} s", f"{i['seconds']:.2f} s",
+                                                            i["output"]) for i in changes["slower"][:top]],
+                        long="slower")

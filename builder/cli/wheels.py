@@ -10,11 +10,11 @@ import inspect
 import json
 
 import typer
-from rich.table import Table
+from rich.console import Console
 
 from builder.cli.common import app, get_config, handle_errors, in_range
 from builder.config import MAX_JOBS, describe_ca
-from builder.console import err, out
+from builder.console import err, out, print_table
 from builder.recipes import RECIPES
 from builder.run.graph import PackageRequest, Request, merge, parse_pkg
 from builder.run.pipeline import RunReport, plan_request, planned_statuses_match, run_wheels
@@ -22,20 +22,23 @@ from builder.run.progress import Reporter
 from builder.run.wheelplan import WheelPlan
 
 
-def report_table(report: RunReport) -> Table:
-    table = Table(title=f"builder wheels ({report.seconds:.1f} s, {report.jobs} jobs, smoke {report.smoke})")
-    for column in ("step", "key", "status", "seconds", "ccache", "wheel", "sha256"):
-        table.add_column(column, no_wrap=column in ("step", "key", "status"), overflow="fold")
-    for s in report.stages:
-        table.add_row(f"image {s.name}", s.key[:12], "reused" if s.reused else "built", f"{s.seconds:.1f}",
-                      "", "", "")
-    for o in report.steps:
-        table.add_row(o.project, o.key[:12], o.status, f"{o.seconds:.1f}",
-                      dist_summary(o.dist) if o.dist else (o.ccache.summary() if o.ccache else ""), o.filename,
-                      o.sha256[:16])
+def print_report(report: RunReport, console: Console) -> None:
+    """The run's summary for people: a row per image stage and wheel with the wheel's file
+    name the long field (builder.console.print_table), then a line per step for its cache
+    figures (ccache, sccache-dist) and the smoke and trace lines."""
+    rows = [(f"image {s.name}", s.key[:12], "reused" if s.reused else "built", f"{s.seconds:.1f}", "", "", "")
+            for s in report.stages]
+    rows += [(o.project, o.key[:12], o.status, f"{o.seconds:.1f}", f"{o.ccache.hit_rate:.0%}" if o.ccache else "",
+              o.sha256[:12], o.filename) for o in report.steps]
+    notes = [f"{o.project}: ccache {o.ccache.summary()}" for o in report.steps if o.ccache]
+    notes += [f"{o.project}: {dist_summary(o.dist)}" for o in report.steps if o.dist]
     if report.smoke_figures:
-        table.caption = f"smoke ({report.smoke}): {report.smoke_figures['summary']}"
-    return table
+        notes.append(f"smoke ({report.smoke}): {report.smoke_figures['summary']}")
+    notes += [f"note: {said}" for said in plan_notes(report)]
+    if report.trace:
+        notes.append(f"trace: {report.trace} (open in https://ui.perfetto.dev)")
+    print_table(console, ("step", "key", "status", "seconds", "ccache", "sha256", "wheel"), rows, long="wheel",
+                title=f"builder wheels: {report.seconds:.1f} s, {report.jobs} jobs, smoke {report.smoke}", notes=notes)
 
 
 def dist_summary(d: dict) -> str:
@@ -43,24 +46,6 @@ def dist_summary(d: dict) -> str:
     return (f"sccache-dist: {d.get('dist_compiles', 0)} distributed ({servers or 'none'}), "
             f"{d.get('local_compiles', 0)} local (fallbacks {d.get('dist_failed', 0)}), "
             f"cache hits {d.get('cache_hits', 0)}, misses {d.get('cache_misses', 0)}")
-
-
-def report_lines(report: RunReport) -> list[str]:
-    """The summary as plain lines, for a non-terminal (CI logs): nothing is wrapped or folded."""
-    lines = [f"builder wheels: {report.seconds:.1f} s, {report.jobs} jobs, smoke {report.smoke}"]
-    for s in report.stages:
-        lines.append(f"  image {s.name}: {'reused' if s.reused else 'built'} {s.seconds:.1f} s key {s.key[:12]}")
-    for o in report.steps:
-        cache = f" ccache {o.ccache.summary()}" if o.ccache else ""
-        lines.append(f"  {o.project}: {o.status} {o.seconds:.1f} s{cache} {o.filename} sha256 {o.sha256[:16]}")
-        if o.dist:
-            lines.append(f"  {o.project}: {dist_summary(o.dist)}")
-    if report.smoke_figures:
-        lines.append(f"  smoke ({report.smoke}): {report.smoke_figures['summary']}")
-    lines += [f"  note: {said}" for said in plan_notes(report)]
-    if report.trace:
-        lines.append(f"  trace: {report.trace} (open in https://ui.perfetto.dev)")
-    return lines
 
 
 def plan_notes(report: RunReport) -> tuple[str, ...]:
@@ -210,17 +195,10 @@ def wheels_cmd(
         push_report(cfg.index_dir, report, push, push_user)
     if as_json:
         out.print_json(json.dumps(report_json(report)))
-    elif err.is_terminal:
-        err.print(report_table(report))
-        for said in plan_notes(report):
-            err.print(f"note: {said}", markup=False, highlight=False)
-        err.print(describe_ca(cfg), markup=False, highlight=False)
-        out.print(f"index: {cfg.index_dir}/simple/", markup=False)
-    else:
-        for line in report_lines(report):
-            err.print(line, markup=False, highlight=False, soft_wrap=True)
-        err.print(describe_ca(cfg), markup=False, highlight=False)
-        out.print(f"index: {cfg.index_dir}/simple/", markup=False)
+        return
+    print_report(report, err)
+    err.print(describe_ca(cfg), markup=False, highlight=False)
+    out.print(f"index: {cfg.index_dir}/simple/", markup=False)
 
 
 def register_with_recipe_options(name: str, func, hints: dict[str, object]) -> None:  # noqa: ANN001

@@ -15,12 +15,11 @@ from typing import TYPE_CHECKING
 
 import typer
 from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TransferSpeedColumn
-from rich.table import Table
 from typer.core import TyperCommand
 
 from builder.cli.common import app, get_config, handle_errors
 from builder.cli.index import index_app
-from builder.console import err, out, print_error
+from builder.console import err, out, print_error, print_table
 from builder.index.download import completion_notes
 
 if TYPE_CHECKING:  # the check itself is imported when the command runs
@@ -216,10 +215,7 @@ def print_findings(report: CheckReport, script: Path) -> None:
     if not report.findings:
         out.print(f"{script}: no findings", markup=False)
         return
-    table = Table("severity", "finding", "where", "how often", "hint",
-                  title=f"{script}: {len(report.findings)} finding(s) in {f['steps']} step(s)")
-    for column in table.columns[2:]:
-        column.overflow = "fold"
+    rows = []
     for finding in report.findings:
         where = finding.location
         if where:
@@ -227,5 +223,6 @@ def print_findings(report: CheckReport, script: Path) -> None:
             rel = os.path.relpath(path)
             where = f"{path if rel.startswith('..') else rel}:{line}"
         what = finding.kind + (f" {finding.detail}" if finding.kind == "cpu-fallback" else "")
-        table.add_row(finding.severity, what, where or "?", finding.summary, finding.hint)
-    out.print(table)
+        rows.append((finding.severity, what, where or "?", finding.summary, finding.hint))
+    print_table(out, ("severity", "finding", "where", "how often", "hint"), rows, long="hint",
+                title=f"{script}: {len(report.findings)} finding(s) in {f['steps']} step(s)")

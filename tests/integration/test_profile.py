@@ -1,6 +1,6 @@
 """Build profiles on the fixture pipeline (issue "See where build time goes"): every
 translation unit with its time and cache result, misses explained, a diff between builds,
-a Chrome trace of the run, and a plain summary on a non-terminal."""
+a Chrome trace of the run, and a plain summary on a non-terminal (80 columns)."""
 
 from __future__ import annotations
 
@@ -73,10 +73,13 @@ def test_one_file_change_is_the_only_miss_and_the_diff_names_it(env, cold):
     assert misses == ["csrc/kernels/kernel_003.cpp"], misses
     assert all(u["result"] in ("direct hit", "preprocessed hit") for u in profile["units"]
                if u["result"] != "miss")
-    done = run_builder("profile", torch["filename"], "--diff", cold[0]["filename"], config=env["cfg"])
+    done = run_builder("profile", torch["filename"], "--diff", cold[0]["filename"], config=env["cfg"],
+                       env={"COLUMNS": "80"})
     assert done.returncode == 0, done.stderr
-    assert "  missed: csrc/kernels/kernel_003.cpp (an input changed" in done.stdout
-    assert done.stdout.count("  missed: ") == 1
+    diff = done.stdout.split("\nagainst ", 1)[1].splitlines()  # a row does not fit 80 columns with its reason
+    assert diff[1:5] == ["missed", "    why", "csrc/kernels/kernel_003.cpp",
+                         "    an input changed (the same command: the source or a header it includes)"], diff
+    assert len(diff) == 5 or diff[5].startswith("before"), diff  # the only one missed
 
 
 def test_a_flag_every_unit_sees_misses_everywhere_and_says_why(env, cold):
@@ -91,9 +94,10 @@ def test_a_flag_every_unit_sees_misses_everywhere_and_says_why(env, cold):
 
 
 def test_non_terminal_summary_never_splits_a_wheel_name(env, cold):
-    done = run_builder("wheels", "--torch", "main", config=env["cfg"])  # stderr is a pipe here
+    done = run_builder("wheels", "--torch", "main", config=env["cfg"], env={"COLUMNS": "80"})  # stderr: a pipe
     assert done.returncode == 0, done.stderr
-    wheel = next(line for line in done.stderr.splitlines() if line.startswith("  torch: "))
-    name = next(word for word in wheel.split() if word.endswith(".whl"))
-    assert name.startswith("torch-") and name.endswith("-cp311-cp311-linux_x86_64.whl")
+    lines = done.stderr.splitlines()
+    row = next(i for i, line in enumerate(lines) if line.startswith("torch "))
+    name = lines[row + 1].removeprefix("    ")  # the wheel whole, on the line under its row
+    assert name.startswith("torch-") and name.endswith("-cp311-cp311-linux_x86_64.whl"), lines[row + 1]
     assert "trace: " in done.stderr

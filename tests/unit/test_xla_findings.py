@@ -299,7 +299,7 @@ def test_wheel_smoke_of_an_extension_built_by_the_xla_recipe(tmp_path):
 
 def test_readme_shows_the_exact_table_of_its_example(monkeypatch, tmp_path):
     """README's xla-check example (tests/data/xla_readme/train.py, captured as train.log):
-    the table it shows is what print_findings prints for that run."""
+    the findings it shows are what print_findings prints for that run on an 80-column terminal."""
     from rich.console import Console
 
     import builder.cli.xla as cli_xla
@@ -309,11 +309,11 @@ def test_readme_shows_the_exact_table_of_its_example(monkeypatch, tmp_path):
     assert [(f.severity, f.location.rsplit("/", 1)[1]) for f in report.findings] == \
         [("error", "train.py:16"), ("warning", "train.py:20"), ("info", "train.py:21")]
     printed = io.StringIO()
-    monkeypatch.setattr(cli_xla, "out", Console(file=printed, width=100, highlight=False, soft_wrap=True))
-    monkeypatch.setattr(cli_xla, "err", Console(file=io.StringIO(), width=100))
+    monkeypatch.setattr(cli_xla, "out", Console(file=printed, width=80, highlight=False, soft_wrap=True))
+    monkeypatch.setattr(cli_xla, "err", Console(file=io.StringIO(), width=80))
     monkeypatch.chdir(tmp_path)
     cli_xla.print_findings(report, Path("train.py"))
-    assert printed.getvalue().strip() in readme
+    assert f"```\n{printed.getvalue()}```" in readme
 
 
 def test_steps_counted_by_the_loader_when_the_script_never_syncs():
