@@ -132,7 +132,7 @@ def resolve(cfg: Config, request: Request) -> Resolved:
     inputs = PlanInputs(specs={p.name: p.spec for p in request.packages},
                         repo_url=lambda name: request.repo(name) or get_recipe(name, cfg).repo_url(cfg),
                         mirrors=Path(cfg.data_dir) / "mirrors", unpinned=request.unpinned,
-                        versions=request.versions())
+                        versions=request.versions(), cfg=cfg)
     sources: dict[str, PackageSource] = {}
     decided_by: dict[str, str] = {}
     for name in reversed(order):
@@ -144,7 +144,10 @@ def resolve(cfg: Config, request: Request) -> Resolved:
                 raise ConfigError(f"{', '.join(users)} builds against {name}, which nothing names",
                                   f"name it with --pkg {name}=REF (or a prebuilt {name} version)")
             sources[name] = resolve_source(cfg, recipe, spec, lambda name=name: inputs.repo_url(name))
-        for dependency, source in recipe.plan_against(sources[name], inputs).items():
+        against = recipe.plan_against(sources[name], inputs)
+        if sources[name].ref is None:  # a prebuilt version may depend on what it runs with (latest, pairing)
+            sources[name] = recipe.settle(sources[name], inputs, against)
+        for dependency, source in against.items():
             if dependency in sources and sources[dependency] != source:
                 raise ConfigError(f"{name} builds against {dependency} {source.describe()}, but "
                                   f"{decided_by.get(dependency, 'the request')} needs "
