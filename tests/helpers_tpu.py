@@ -18,10 +18,15 @@ which torch it was "built" for.
 from __future__ import annotations
 
 import base64
+import contextlib
+import functools
 import hashlib
 import html
 import shutil
+import threading
 import zipfile
+from collections.abc import Iterator
+from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 TAG = "cp311-cp311-manylinux_2_31_x86_64"
@@ -264,3 +269,19 @@ def _link(path: Path, metadata: bytes | None) -> str:
         attrs = f' data-core-metadata="sha256={hashlib.sha256(metadata).hexdigest()}"'
     return (f'<a href="../../files/{html.escape(path.name)}#sha256={hashlib.sha256(path.read_bytes()).hexdigest()}"'
             f'{attrs}>{html.escape(path.name)}</a><br>')
+
+
+@contextlib.contextmanager
+def serve(root: Path) -> Iterator[str]:
+    """``root`` over HTTP on 127.0.0.1 (the standard library's server, in a thread); yields
+    the base URL. [prebuilt] index_url takes http(s) URLs only."""
+    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(root))
+    handler.log_message = lambda *args: None  # type: ignore[attr-defined]
+    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        yield f"http://127.0.0.1:{server.server_address[1]}/"
+    finally:
+        server.shutdown()
+        thread.join()

@@ -193,16 +193,24 @@ def read(cfg, index: DirectoryIndex, candidate: Candidate) -> TpuWheel:  # noqa:
 
 def newest_pairing(cfg, index: DirectoryIndex, project: str, torch_version: str,  # noqa: ANN001 - Config
                    skip: str = "") -> tuple[str, str] | None:
-    """(version, how) of the newest torch_tpu on offer that pairs with ``torch_version``."""
+    """(version, how) of the newest torch_tpu on offer that pairs with ``torch_version``. A
+    wheel that cannot be read is passed over (and named in ``how``): asked for by its
+    version, the same wheel is an error (``read``)."""
+    unreadable = []
     for candidate in candidates(cfg, index, project):
         if candidate.version == skip:
             continue
         requires = candidate.requires
         if requires is not None and not in_range(torch_version, torch_requirement(requires)):
             continue  # refused by its Requires-Dist alone: no download
-        paired = pair(torch_version, read(cfg, index, candidate))
+        try:
+            paired = pair(torch_version, read(cfg, index, candidate))
+        except PackageIndexError:
+            unreadable.append(candidate.version)
+            continue
         if paired.ok:
-            return candidate.version, paired.why
+            passed = f"; passed over {', '.join(unreadable)}: not a readable wheel" if unreadable else ""
+            return candidate.version, paired.why + passed
     return None
 
 

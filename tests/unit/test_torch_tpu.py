@@ -26,7 +26,7 @@ from builder.recipes.torch_tpu_pairing import (
     version_suffix,
 )
 from builder.run.graph import PackageRequest, Request, resolve
-from tests.helpers_tpu import VERSIONED_SO_LOADER, libtpu_wheel, torch_tpu_wheel, truncate, write_index
+from tests.helpers_tpu import VERSIONED_SO_LOADER, libtpu_wheel, serve, torch_tpu_wheel, truncate, write_index
 
 GLUES = ("2_11_0", "2_13_0", "2_15_0")
 
@@ -189,17 +189,8 @@ def test_fetched_alone_then_its_dependencies_but_torch(tmp_path, upstream):
 @pytest.fixture(scope="module")
 def served(upstream):
     """The same fixture index over HTTP ([prebuilt] index_url takes http(s) URLs)."""
-    import functools
-    import threading
-    from http.server import SimpleHTTPRequestHandler, ThreadingHTTPServer
-
-    root = Path(upstream.removeprefix("file://")).parent
-    handler = functools.partial(SimpleHTTPRequestHandler, directory=str(root))
-    handler.log_message = lambda *args: None
-    server = ThreadingHTTPServer(("127.0.0.1", 0), handler)
-    threading.Thread(target=server.serve_forever, daemon=True).start()
-    yield f"http://127.0.0.1:{server.server_address[1]}/simple/"
-    server.shutdown()
+    with serve(Path(upstream.removeprefix("file://")).parent) as url:
+        yield url + "simple/"
 
 
 def cli(tmp_path: Path, url: str, *args: str):
@@ -225,3 +216,34 @@ def test_dry_run_refuses_with_exit_2_and_one_line(tmp_path, served):
     assert len(lines) == 1 and lines[0].startswith("error: torch_tpu 0.91.0 does not run with torch 2.10.0: ")
     assert "(--tpu 0.89.0)" in lines[0]
     assert "Traceback" not in done.stderr
+
+
+# -------------------------------------------------------------------------- the smoke's verdict
+GOOD = {"torch": "2.13.0+cpu", "expected_glue": "2_13_0", "loader_glue": "2_13_0", "glue_modules": ["env_2_13_0.so"],
+        "wrong_glue": {}, "entry_point": "torch_tpu = torch_tpu._loader:load", "entry_point_loads": True,
+        "autoloaded": True, "tpus": 0, "device": ""}
+
+
+def test_smoke_passes_without_a_tpu_and_says_the_device_was_not_exercised():
+    from builder.recipes.torch_tpu_smoke import MARKER, parse_figures, summary, verdict
+
+    assert parse_figures("noise\n" + MARKER + __import__("json").dumps(GOOD) + "\n") == GOOD
+    assert verdict(GOOD) == []
+    assert summary(GOOD) == ("torch 2.13.0+cpu: glue 2_13_0 loaded (1 native module(s)); torch.backends entry point "
+                             "torch_tpu = torch_tpu._loader:load (autoloaded by import torch); "
+                             "no TPU: device not exercised")
+
+
+@pytest.mark.parametrize("change,problem", [
+    ({"glue_modules": []}, "no torch_tpu._internal native module was loaded"),
+    ({"wrong_glue": {"torch_tpu._internal.env": "env_2_11_0.so"}}, "glue for another torch loaded"),
+    ({"loader_glue": "2_11_0"}, "the loader chose glue 2_11_0, builder paired 2_13_0"),
+    ({"entry_point": ""}, "no torch.backends entry point of torch_tpu is registered"),
+    ({"entry_point_loads": False}, "does not load a callable"),
+    ({"tpus": 4, "device": "wrong result 0.0"}, "4 TPU(s), but the device check gave 'wrong result 0.0'"),
+])
+def test_smoke_fails_on_what_it_checks(change, problem):
+    from builder.recipes.torch_tpu_smoke import verdict
+
+    [found] = verdict({**GOOD, **change})
+    assert problem in found
