@@ -128,6 +128,12 @@ def test_publishes_torch_tpu_and_libtpu_and_smokes_the_glue(env, run):
     assert shown["torch_tpu_smoke"]["expected_glue"] == "2_13_0"  # the figures travel with the wheel
 
 
+def test_index_list_shows_torch_tpu_and_libtpu(env, run):
+    listed = json.loads(run_builder("index", "list", "--json", config=env["cfg"], check=True).stdout)
+    names = {entry["filename"] for entry in listed}
+    assert {TORCH.name, TPU, LIBTPU} <= names
+
+
 def test_pip_installs_the_pair_from_the_index_alone(env, run, tmp_path):
     venv = tmp_path / "venv"
     subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)

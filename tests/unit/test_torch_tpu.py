@@ -247,3 +247,13 @@ def test_smoke_fails_on_what_it_checks(change, problem):
 
     [found] = verdict({**GOOD, **change})
     assert problem in found
+
+
+def test_the_upstream_table_rows_are_what_the_fixture_carries(tmp_path):
+    """docs/upstream.md's wheel rows and the fixture wheel agree (one edit when upstream changes)."""
+    from tests.unit.test_upstream_contract import rows
+
+    names = {name for recipe, _, name, _ in rows() if recipe == "torch_tpu"}
+    wheel = read_tpu_wheel(torch_tpu_wheel(tmp_path, "0.2.0"))
+    assert "Requires-Dist: torch>=2.11.0,<=2.15.0" in names and wheel.torch_requirement == "<=2.15.0,>=2.11.0"
+    assert f"[torch.backends] {wheel.entry_point}" in names
