@@ -90,6 +90,10 @@ def recipe_options() -> list[inspect.Parameter]:
         if not recipe.flag_help:
             continue
         n, project = recipe.name, recipe.project
+        if recipe.prebuilt_only:  # a version or latest: no repository, no source-build version
+            params.append(_option(recipe.flag or n, typer.Option(None, f"--{recipe.flag or n}", help=recipe.flag_help),
+                                  str | None))
+            continue
         params += [
             _option(n, typer.Option(None, f"--{n}", help=recipe.flag_help), str | None),
             _option(f"{n}_repo", typer.Option(None, f"--{n}-repo", help=f"{project} git URL (default: \\[repos] {n})."),
@@ -113,7 +117,7 @@ def request_of(options: dict, pkg: list[str], jobs: int, smoke: bool, force_smok
     for recipe in RECIPES.values():
         if not recipe.flag_help:
             continue
-        spec, repo, version = (options.get(recipe.name), options.get(f"{recipe.name}_repo") or "",
+        spec, repo, version = (options.get(recipe.flag or recipe.name), options.get(f"{recipe.name}_repo") or "",
                                options.get(f"{recipe.name}_version") or "")
         unpinned = unpinned or bool(options.get(f"{recipe.name}_unpinned"))
         if spec is not None or repo or version:

@@ -54,6 +54,7 @@ class Pin:
     url: str
     sha256: str  # from the upstream page (or pip's hash of a local find-links file)
     requested: bool = False
+    requires_dist: tuple[str, ...] = ()  # the file's Requires-Dist, as pip read it (PEP 658 metadata)
 
 
 # ----------------------------------------------------------------------------- pure parts
@@ -96,7 +97,8 @@ def parse_report(report: dict[str, Any]) -> list[Pin]:
             raise BuildError(f"the resolver chose {url or item}, which is not a wheel")
         meta = item.get("metadata") or {}
         pins.append(Pin(meta.get("name", ""), meta.get("version", ""), filename, url,
-                        hashes.get("sha256", ""), bool(item.get("requested"))))
+                        hashes.get("sha256", ""), bool(item.get("requested")),
+                        tuple(meta.get("requires_dist") or ())))
     return pins
 
 
@@ -157,7 +159,7 @@ def resolution_path(cache_dir: Path, requirements: list[str], python: Interprete
 def read_resolution(path: Path) -> list[Pin] | None:
     try:
         data = json.loads(path.read_text())
-        return [Pin(**pin) for pin in data["pins"]]
+        return [Pin(**{**pin, "requires_dist": tuple(pin.get("requires_dist") or ())}) for pin in data["pins"]]
     except (OSError, ValueError, KeyError, TypeError):
         return None
 

@@ -14,11 +14,13 @@ from builder.errors import ConfigError
 from builder.recipes.base import BuildContext, Recipe
 from builder.recipes.extension import ExtensionRecipe
 from builder.recipes.torch import TorchRecipe
+from builder.recipes.torch_tpu import TorchTpuRecipe
 from builder.recipes.torchvision import TorchvisionRecipe
 from builder.recipes.xla import XlaRecipe
 from builder.settings import register_recipe
 
-RECIPES: dict[str, Recipe] = {"torch": TorchRecipe(), "xla": XlaRecipe(), "torchvision": TorchvisionRecipe()}
+RECIPES: dict[str, Recipe] = {"torch": TorchRecipe(), "xla": XlaRecipe(), "torchvision": TorchvisionRecipe(),
+                              "torch_tpu": TorchTpuRecipe()}
 for _recipe in RECIPES.values():  # the config reserves their names and knows their default repositories
     register_recipe(_recipe.name, _recipe.default_repo)
 

@@ -23,6 +23,8 @@ class PackageSource:
     version: str = ""
     # built from a package index's sdist (``ref``: its URL, the version, its sha256 for the SHA)
     sdist: Sdist | None = None
+    # how a prebuilt version was chosen or pairs (a recipe's ``settle``), said in the plan
+    note: str = field(default="", compare=False)
 
     def describe(self) -> str:
         if self.sdist is not None:
@@ -40,6 +42,7 @@ class PlanInputs:
     unpinned: bool = False  # build against the named packages even where a commit pins others
     versions: dict[str, str] = field(default_factory=dict)  # explicit source-build versions per recipe
     notes: list[str] = field(default_factory=list)  # what a recipe says of its decisions (plan and summary)
+    cfg: object = None  # builder.config.Config: where a recipe that reads prebuilt wheels finds them
 
 
 @dataclass(frozen=True)
@@ -91,11 +94,17 @@ class Recipe:
     builds_against: tuple[str, ...] = ()
     # `builder wheels --NAME REF` (with --NAME-repo and --NAME-version) besides --pkg NAME=REF
     flag_help: str = ""
+    flag: str = ""  # the option's name when it is not the recipe's (--tpu for torch_tpu)
     version_env: str = ""  # the env var a source build takes an explicit version from
     unpinned_help: str = ""  # set: `--NAME-unpinned`, for packages whose dependents' commits pin it
     nightly: bool = False  # built by `builder nightly` unless --pkg names the set
     pins_against: bool = False  # plan_against picks what it builds against from the commit (a nightly keeps it)
     example: str = ""  # a bundled example repo (builder.examples) shaped like upstream: `builder demo` builds it
+    # set: only prebuilt versions (or ``latest``) of it exist for builder, and why (a git ref is refused with it)
+    prebuilt_only: str = ""
+    # its prebuilt wheel requires what this run builds (torch_tpu's torch range): the wheel is
+    # fetched alone, then its other dependencies, so that part comes from the run, never upstream
+    prebuilt_requires_built: bool = False
 
     def repo_url(self, cfg) -> str:  # noqa: ANN001 - Config
         """The git URL of this package's sources: ``[repos] NAME`` (builder.toml,
@@ -119,10 +128,15 @@ class Recipe:
                 decided[name] = source_of(name, spec, plan.repo_url(name))
         return decided
 
+    def settle(self, me: PackageSource, plan: PlanInputs, against: dict[str, PackageSource]) -> PackageSource:
+        """The prebuilt version this package takes once what it runs against is decided
+        (``against``), refusing one that cannot pair; by default the one asked for."""
+        return me
+
     def check_config(self, cfg) -> None:  # noqa: ANN001 - Config
         """Refuse settings that cannot work for this package, before anything is resolved."""
 
-    def check_against(self, me_version: str, against: dict[str, str]) -> None:
+    def check_against(self, me_version: str, against: dict[str, str], cfg=None) -> None:  # noqa: ANN001 - Config
         """Refuse a prebuilt ``me_version`` that cannot run with the versions it is paired
         with (``against``: recipe name -> version), before it is fetched."""
 

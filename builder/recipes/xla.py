@@ -85,7 +85,7 @@ class XlaRecipe(Recipe):
         return {"torch": PackageSource("torch", version=pair.torch_version) if pair.torch_ref is None
                 else PackageSource("torch", ref=pair.torch_ref)}
 
-    def check_against(self, me_version: str, against: dict[str, str]) -> None:
+    def check_against(self, me_version: str, against: dict[str, str], cfg=None) -> None:  # noqa: ANN001
         if "torch" in against:
             check_pair(against["torch"], me_version)
 

@@ -70,6 +70,7 @@ class Resolved:
         """What the plan and summary say about how the request was read: a default branch
         taken for main/master, a pair accepted the way upstream builds it."""
         said = [s.ref.note for s in self.sources if s.ref is not None and s.ref.note]
+        said += [s.note for s in self.sources if s.note]  # a prebuilt's pairing (torch by its public version)
         return tuple(dict.fromkeys([*said, *self.inputs.notes]))
 
 
@@ -125,7 +126,8 @@ def check_syntax(cfg: Config, request: Request) -> None:
     network call: a malformed ``--torch`` is a usage error (exit 2) even when another
     package's repository cannot be reached."""
     for package in request.packages:
-        option = f"--{package.name}" if get_recipe(package.name, cfg).flag_help else f"--pkg {package.name}="
+        recipe = get_recipe(package.name, cfg)
+        option = f"--{recipe.flag or package.name}" if recipe.flag_help else f"--pkg {package.name}="
         if package.spec is not None:
             if is_version(package.spec):
                 validate.py_version(package.spec, option)
@@ -152,7 +154,7 @@ def resolve(cfg: Config, request: Request) -> Resolved:
     inputs = PlanInputs(specs={p.name: p.spec for p in request.packages},
                         repo_url=lambda name: request.repo(name) or get_recipe(name, cfg).repo_url(cfg),
                         mirrors=Path(cfg.data_dir) / "mirrors", unpinned=request.unpinned,
-                        versions=request.versions())
+                        versions=request.versions(), cfg=cfg)
     sources: dict[str, PackageSource] = {}
     decided_by: dict[str, str] = {}
     for name in reversed(order):
@@ -164,7 +166,10 @@ def resolve(cfg: Config, request: Request) -> Resolved:
                 raise ConfigError(f"{', '.join(users)} builds against {name}, which nothing names",
                                   f"name it with --pkg {name}=REF (or a prebuilt {name} version)")
             sources[name] = resolve_source(cfg, recipe, spec, lambda name=name: inputs.repo_url(name))
-        for dependency, source in recipe.plan_against(sources[name], inputs).items():
+        against = recipe.plan_against(sources[name], inputs)
+        if sources[name].ref is None:  # a prebuilt version may depend on what it runs with (latest, pairing)
+            sources[name] = recipe.settle(sources[name], inputs, against)
+        for dependency, source in against.items():
             if dependency in sources and sources[dependency] != source:
                 raise ConfigError(f"{name} builds against {dependency} {source.describe()}, but "
                                   f"{decided_by.get(dependency, 'the request')} needs "

@@ -77,7 +77,8 @@ def plan_request(cfg: Config, request: Request, note: Note, engine: Engine | Non
 
 def ensure_prebuilt(cfg: Config, index: DirectoryIndex, recipe: Recipe, version: str, note: Note) -> StepOutcome:
     started = time.monotonic()
-    entry = prebuilt.ensure_prebuilt(cfg, index, recipe.project, version, note)
+    entry = prebuilt.ensure_prebuilt(cfg, index, recipe.project, version, note,
+                                     own_projects=built_projects(cfg) if recipe.prebuilt_requires_built else None)
     return StepOutcome(recipe.name, recipe.project, "prebuilt", entry.filename, entry.version, entry.sha256,
                        seconds=time.monotonic() - started)
 
@@ -220,7 +221,7 @@ def run_wheels(cfg: Config, request: Request, note: Note, progress: StepProgress
         step_started = time.time()
         against = [against_outcome(n, outcomes[n], get_recipe(n, cfg).project) for n in recipe.builds_against]
         if planned.source.ref is None:
-            recipe.check_against(planned.source.version, {a.name: a.version for a in against})  # before the fetch
+            recipe.check_against(planned.source.version, {a.name: a.version for a in against}, cfg)  # before the fetch
             outcome = ensure_prebuilt(cfg, index, recipe, planned.source.version, note)
         else:
             dist, dist_jobs = planned.dist, planned.dist_jobs  # the scheduler was probed when planning

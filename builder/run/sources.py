@@ -30,6 +30,12 @@ def resolve_source(cfg: Config, recipe: Recipe, spec: str, repo_url: Callable[[]
     """The source ``spec`` names for ``recipe``: an sdist recipe's version is found in
     ``[prebuilt] index_url`` (downloaded once, checked); otherwise a version is a prebuilt
     wheel and anything else a git ref in ``repo_url()``."""
+    if recipe.prebuilt_only:
+        if spec != "latest" and not is_version(spec):
+            raise ConfigError(f"{recipe.project} {spec!r} is not a version: building {recipe.project} from source "
+                              f"is not supported: {recipe.prebuilt_only}", "name a version or latest, e.g. "
+                              f"--{recipe.flag or recipe.name} latest (--pkg {recipe.name}=latest)")
+        return PackageSource(recipe.name, version=spec)
     if not recipe.sdist:
         return source_of(recipe.name, spec, repo_url())
     if not is_version(spec):

@@ -160,11 +160,12 @@ def plan_wheels(engine: Engine | None, cfg: Config, resolved: Resolved, index: D
     for source in resolved.sources:
         recipe = get_recipe(source.name, cfg)
         if source.ref is None:
-            entry = find_prebuilt(index, recipe.project, source.version)
+            entry = find_prebuilt(index, recipe.project, source.version) if source.version != "latest" else None
             planned[source.name] = PlannedWheel(
                 source.name, recipe.project, source, PREBUILT if entry else FETCH,
                 filename=entry.filename if entry else "",
-                why="in the local index" if entry else "fetched into the local index with its dependencies")
+                why=("in the local index" if entry else "fetched into the local index with its dependencies")
+                + (f"; {source.note}" if source.note else ""))
             continue
         dist, dist_jobs = plan_dist(cfg, recipe, jobs, note)  # probed once: the run takes it from the plan
         requirements = source_requirements(cfg, recipe, source)
