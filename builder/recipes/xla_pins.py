@@ -43,6 +43,7 @@ from builder.recipes.xla_pairing import (
     check_source_pair,
     ci_package_version,
     default_xla_version,
+    pair_ok,
     parse_torch_pin,
     series,
 )
@@ -87,8 +88,12 @@ def plan_pair(mirrors: Path, xla: ResolvedRef, torch_spec: str | None, torch_rep
     xla_ver = xla_version or xla_source_version(mirror, xla.sha)
     if torch_ref is None:
         assert torch_spec is not None
-        if xla_ver:
-            check_pair(torch_spec, xla_ver, where)  # names the last release when torch is past it
+        if xla_ver and not pair_ok(torch_spec, xla_ver):
+            # a prebuilt torch of the pinned torch's series pairs too (a 2.10.0a0 wheel with
+            # xla master, which declares 2.9.0); the pin is read only then (a torch mirror)
+            pin_ver = pinned_torch_version(mirrors, torch_repo, pinned) if pinned else None
+            if not (pin_ver and series(pin_ver) == series(torch_spec)):
+                check_pair(torch_spec, xla_ver, where)  # names the last release when torch is past it
         return PairPlan(None, torch_spec, pinned)
     notes: list[str] = []
     torch_mirror = update_mirror(mirrors, torch_ref.url, torch_ref.sha)
@@ -120,13 +125,21 @@ def plan_pair(mirrors: Path, xla: ResolvedRef, torch_spec: str | None, torch_rep
     return PairPlan(torch_ref, torch_ver or "", pinned, tuple(notes))
 
 
+def pinned_torch_version(mirrors: Path, torch_repo: str, pinned: str) -> str | None:
+    """version.txt at the torch commit (or release branch) xla's .torch_commit names."""
+    sha = pinned if re.fullmatch(r"[0-9a-f]{40}", pinned) else resolve_ref(torch_repo, pinned).sha
+    return torch_source_version(mirrors, ResolvedRef(torch_repo, pinned, sha))
+
+
 def check_unpinned_pair(mirrors: Path, torch: ResolvedRef, torch_ver: str, xla_ver: str, pinned_sha: str | None,
                         where: str) -> None:
-    """A torch other than the pin (--torch-unpinned) must be of the pinned torch's series:
-    xla master is developed against torch 2.10 pre-releases while declaring 2.9.0, so the
-    pin's version.txt, not xla's declared version, says which torch it compiles with. With
-    no pin (or no version at it), xla's declared version decides (the X.Y rule)."""
-    pinned_ver = torch_source_version(mirrors, ResolvedRef(torch.url, pinned_sha, pinned_sha)) if pinned_sha else None
+    """A torch other than the pin (--torch-unpinned) must be of the pinned torch's series,
+    or of xla's declared one: xla master is developed against torch 2.10 pre-releases
+    while declaring 2.9.0, so the pin's version.txt says which torch it compiles with.
+    With no pin (or no version at it), xla's declared version decides (the X.Y rule)."""
+    if pair_ok(torch_ver, xla_ver):
+        return
+    pinned_ver = pinned_torch_version(mirrors, torch.url, pinned_sha) if pinned_sha else None
     described = f"{where} with torch {torch.ref} ({torch.sha[:12]})"
     if not pinned_ver:
         check_source_pair(torch_ver, xla_ver, described)

@@ -258,6 +258,23 @@ def _check_zip(archive: zipfile.ZipFile, where: str) -> None:
             raise BuildError(f"{where}: unpacks to more than {MAX_UNPACKED_BYTES >> 30} GiB", "refusing to unpack it")
 
 
+def _extract_without_filter(archive: tarfile.TarFile, dest: Path, where: str) -> None:
+    """What the data filter does, for a Python without it (tarfile's filters came in
+    3.11.4; Debian bookworm's python3 is 3.11.2): each member's parent, resolved against
+    what is already on disk, must stay inside ``dest``; setuid, setgid and sticky bits are
+    dropped and files are made owner-writable."""
+    root = dest.resolve()
+    for member in archive.getmembers():
+        parent = (dest / member.name).parent.resolve()
+        if parent != root and root not in parent.parents:
+            raise BuildError(f"{where}: member {member.name!r} lands outside the tree through a link",
+                             "refusing to unpack this sdist")
+        member.mode = (member.mode & 0o777) | (0o600 if member.isfile() else 0o700)
+        member.uid = member.gid = 0
+        member.uname = member.gname = ""
+        archive.extract(member, dest, set_attrs=not member.issym())
+
+
 def unpack_sdist(sdist: Sdist, dest: Path) -> Path:
     """Unpack into ``dest`` (emptied first), refusing absolute paths, ``..``, links that
     leave the tree and special files; returns the project root inside (the archive's one
@@ -278,7 +295,10 @@ def unpack_sdist(sdist: Sdist, dest: Path) -> Path:
                 _check_tar(archive, where)
                 # the data filter checks again while extracting, against what is already on
                 # disk (a link through an earlier link), and drops setuid and device bits
-                archive.extractall(dest, filter="data")
+                if hasattr(tarfile, "data_filter"):
+                    archive.extractall(dest, filter="data")
+                else:
+                    _extract_without_filter(archive, dest, where)
     except (tarfile.TarError, zipfile.BadZipFile, EOFError) as exc:
         raise BuildError(f"{where}: cannot unpack: {exc}", "refusing to unpack this sdist") from None
     entries = [p for p in dest.iterdir()]
