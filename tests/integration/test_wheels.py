@@ -52,7 +52,11 @@ def leftover_containers(engine, env):
 
 @pytest.fixture(scope="module")
 def cold(env):
-    return wheels(env)
+    """The first run (every test uses it, so it runs first in any order), with the index
+    as that run left it: later tests publish more."""
+    built, report = wheels(env)
+    report["index_files"] = index_files(env)
+    return built, report
 
 
 def test_cold_build_publishes_two_wheels(env, cold, engine):
@@ -60,9 +64,9 @@ def test_cold_build_publishes_two_wheels(env, cold, engine):
     assert built["torch"]["status"] == "built" and built["xla"]["status"] == "built"
     assert report["smoke"] == "passed"
     # The two wheels and torch's runtime dependencies (its Requires-Dist), so the index alone installs it.
-    names = sorted(name.split("-", 1)[0].lower() for name in index_files(env))
+    names = sorted(name.split("-", 1)[0].lower() for name in report["index_files"])
     assert names == ["filelock", "fsspec", "torch", "torch_xla", "typing_extensions"], names
-    assert {built["torch"]["filename"], built["xla"]["filename"]} <= set(index_files(env))
+    assert {built["torch"]["filename"], built["xla"]["filename"]} <= set(report["index_files"])
     assert built["torch"]["filename"].startswith("torch-2.99.0a0+git")
     assert built["xla"]["filename"].startswith("torch_xla-")
     assert leftover_containers(engine, env) == []
@@ -72,11 +76,12 @@ def test_wheels_install_from_the_index_in_a_fresh_container(env, cold, engine):
     """pip in a clean python-stage container, no network, only the index: xla calls into torch."""
     from builder.engine import ContainerSpec, Mount
 
-    _, report = cold
+    built, report = cold
     python_tag = next(s["tag"] for s in report["stages"] if s["name"] == "python")
+    # The cold run's two (other tests publish newer ones, in any order)
     script = ("PIP_CONFIG_FILE=/dev/null pip install -q --no-cache-dir --index-url file:///index/simple/ "
-              "torch torch_xla && cd /tmp && python -c 'import torch_xla, torch; "
-              "print(torch_xla.add_via_torch(20, 22), torch.__file__)'")
+              f"torch=={built['torch']['version']} torch_xla=={built['xla']['version']} && cd /tmp && "
+              "python -c 'import torch_xla, torch; print(torch_xla.add_via_torch(20, 22), torch.__file__)'")
     result = engine.run(ContainerSpec(image=python_tag, command=["sh", "-c", script], network="none",
                                       mounts=[Mount(str(env["index"]), "/index", read_only=True)]))
     assert result.exit_code == 0, result.output
@@ -84,11 +89,14 @@ def test_wheels_install_from_the_index_in_a_fresh_container(env, cold, engine):
 
 
 def test_noop_rerun_compiles_nothing(env, cold):
-    built, report = wheels(env)
+    # Unpinned: torch main may have moved past xla's .torch_commit when other tests ran first.
+    # The first run brings the index up to date with the repos (a no-op right after cold).
+    before, _ = wheels(env, "--torch-unpinned")
+    built, report = wheels(env, "--torch-unpinned")
     assert built["torch"]["status"] == "reused" and built["xla"]["status"] == "reused"
     assert all(s["reused"] for s in report["stages"])
     assert report["smoke"] == "reused"
-    assert built["torch"]["sha256"] == cold[0]["torch"]["sha256"]
+    assert {n: w["sha256"] for n, w in built.items()} == {n: w["sha256"] for n, w in before.items()}
 
 
 def test_one_file_change_rebuilds_torch_with_ccache_and_xla_against_it(env, cold):
@@ -180,7 +188,10 @@ def test_compile_error_publishes_nothing_and_leaves_no_container(env, cold, engi
     broken = subprocess.run(["git", "-C", str(env["torch"]), "rev-parse", "HEAD"], capture_output=True,
                             text=True, check=True).stdout.strip()
     commit_change(env["torch"], "csrc/kernels/kernel_001.cpp", "this is not C++;\n")
-    done = run_builder("wheels", "--torch", "main", config=env["cfg"])
+    try:
+        done = run_builder("wheels", "--torch", "main", config=env["cfg"])
+    finally:  # the tests after this one build the repo: never leave it broken
+        subprocess.run(["git", "-C", str(env["torch"]), "reset", "-q", "--hard", broken], check=True)
     assert done.returncode == 1
     last = done.stderr.strip().splitlines()[-1]
     assert last.startswith("error: building torch from") and "see the log" in last
@@ -188,4 +199,3 @@ def test_compile_error_publishes_nothing_and_leaves_no_container(env, cold, engi
     assert os.path.isfile(log) and "error" in open(log).read()
     assert index_files(env) == files
     assert leftover_containers(engine, env) == []
-    subprocess.run(["git", "-C", str(env["torch"]), "reset", "-q", "--hard", broken], check=True)
