@@ -105,6 +105,16 @@ def test_push_then_second_runner_pulls_instead_of_building(tmp_path, registry, o
     assert all(r["reused"] and not r["pulled"] for r in third)
     for result in reversed(third):  # what this test made, and nothing else
         engine.remove_image(result["tag"])
+    pushed_tags(engine, registry, remove=True)
+    assert pushed_tags(engine, registry) == []
+
+
+def pushed_tags(engine, registry: str, remove: bool = False) -> list[str]:
+    """The local tags `docker push` left (REGISTRY/builder/...): this test's registry, a free port of its own."""
+    found = [tag for image in engine.client.images.list() for tag in image.tags if tag.startswith(f"{registry}/")]
+    for tag in found if remove else []:
+        engine.remove_image(tag)
+    return found
 
 
 def test_push_to_a_dead_registry_is_a_clear_error(tmp_path, base_image):
