@@ -4,14 +4,21 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export VENV
 
-.PHONY: setup test test-unit test-integration lint demo install
+.PHONY: setup test test-random test-unit test-integration lint demo install
 
 setup:
 	.ci/setup
 
-# Everything CI runs.
+# Everything CI runs, in file order (-p no:randomly: pytest-randomly is installed but off).
 test: setup
-	$(PY) -m pytest tests -q
+	$(PY) -m pytest tests -q -p no:randomly
+
+# The same suite shuffled (pytest-randomly): an order dependence between tests fails here.
+# The seed is printed at the top: replay that order with `make test-random SEED=<n>`;
+# TESTS=tests/unit shuffles the unit tests only.
+TESTS ?= tests
+test-random: setup
+	$(PY) -m pytest $(TESTS) -q -p randomly $(if $(SEED),--randomly-seed=$(SEED))
 
 test-unit: setup
 	$(PY) -m pytest tests/unit -q

@@ -230,9 +230,16 @@ class Engine:
         started = time.monotonic()
         with self.container(spec) as container, _daemon_guard(spec.image):
             output = _follow(container, log)
-            status = container.wait()
-        return RunResult(exit_code=int(status.get("StatusCode", 1)), output=output,
-                         seconds=time.monotonic() - started)
+            code = int(container.wait().get("StatusCode", 1))
+            self._still_there(code)
+        return RunResult(exit_code=code, output=output, seconds=time.monotonic() - started)
+
+    def _still_there(self, exit_code: int) -> None:
+        """A failed container whose daemon no longer answers was stopped by that daemon
+        shutting down (dockerd closes its API, then stops every container): the error is
+        the lost daemon (raised by _daemon_guard), not a failure of the step's own code."""
+        if exit_code != 0:
+            self.client.ping()
 
     def run_and_commit(self, spec: ContainerSpec, repository: str, tag: str, log: IO[str] | None = None,
                        labels: dict[str, str] | None = None) -> tuple[RunResult, str | None]:
@@ -243,6 +250,7 @@ class Engine:
         with self.container(spec) as container, _daemon_guard(spec.image):
             output = _follow(container, log)
             code = int(container.wait().get("StatusCode", 1))
+            self._still_there(code)
             image_id = None
             if code == 0:
                 try:

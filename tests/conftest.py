@@ -1,14 +1,28 @@
 """Shared fixtures. Docker-backed tests run against the real daemon: a missing daemon
-is a failure naming how to start one, never a skip (on CI and on a laptop alike)."""
+is a failure naming how to start one, never a skip (on CI and on a laptop alike).
+
+The suite runs in a time zone far from UTC with a daylight-saving rule, set here before
+any test module (or builder) is imported: reproducible output (wheel timestamps, dates
+in versions) must not depend on the machine's zone, and on a UTC machine a localtime()
+where gmtime() belongs would go unnoticed. The rule is America/Santiago's written out as
+a POSIX TZ string, so it needs no tzdata; subprocesses (the `builder` CLI) inherit it."""
 
 from __future__ import annotations
 
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
+
+# Before any test module (hence builder) is imported: conftest.py is loaded first.
+TEST_TZ = "<-04>4<-03>,M9.1.6/24,M4.1.6/24"  # UTC-4, and UTC-3 from September to April
+os.environ["TZ"] = TEST_TZ
+time.tzset()
+if time.timezone == 0 or not time.daylight:  # the C library ignored TZ: the suite would not test what it says
+    raise RuntimeError(f"TZ={TEST_TZ} did not take effect (time.timezone={time.timezone})")
 
 REPO = Path(__file__).resolve().parent.parent
 HOST_CA = os.environ.get("PIP_CERT") or "/etc/ssl/certs/ca-certificates.crt"

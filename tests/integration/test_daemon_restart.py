@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import signal
 import subprocess
@@ -135,7 +136,12 @@ def test_daemon_restart_mid_build_then_rerun_resumes(tmp_path: Path, base_image,
     assert proc.returncode == 1
     errors = [line for line in err.splitlines() if line.startswith("error:")]
     assert len(errors) == 1, err
-    assert "Docker daemon" in errors[0] or "building torch from" in errors[0], errors[0]
+    # The daemon's failure, not the compile's, whether the connection broke first or dockerd
+    # stopped the container first (exit 143) and then no longer answered.
+    assert re.fullmatch(r"error: lost the Docker daemon while running a container from builder/deps:[0-9a-f]+ "
+                        r"\(.+\); check that dockerd is running, then rerun: stages already built are reused",
+                        errors[0]), errors[0]
+    assert "building torch from" not in err
     files = tmp_path / "data" / "index" / "files"
     assert not files.is_dir() or not list(files.glob("*.whl"))
 

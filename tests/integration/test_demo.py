@@ -4,6 +4,8 @@ wheels (torch on scikit-build-core, torch_xla against it), the no-op rerun, the 
 from __future__ import annotations
 
 import shlex
+import uuid
+from pathlib import Path
 
 import pytest
 
@@ -12,9 +14,21 @@ from tests.conftest import run_builder
 pytestmark = pytest.mark.docker
 
 
-def test_demo_builds_reruns_as_a_noop_and_lists_the_index(tmp_path, base_image):
+@pytest.fixture()
+def own_caches(engine):
+    """Cache volumes of this run, through the environment every command of the demo inherits:
+    the demo would otherwise write the user's default builder-ccache and builder-bazel."""
+    prefix = f"builder-test-demo-{uuid.uuid4().hex[:8]}"
+    env = {"BUILDER_CACHE_CCACHE": f"volume:{prefix}-ccache", "BUILDER_CACHE_BAZEL": f"volume:{prefix}-bazel"}
+    yield env
+    for location in env.values():
+        engine.remove_volume(location.removeprefix("volume:"))
+
+
+def test_demo_builds_reruns_as_a_noop_and_lists_the_index(tmp_path, base_image, own_caches, engine):
+    defaults = default_volumes(engine)
     # No --extra-ca: the demo trusts the CA bundle the environment names, like every command.
-    done = run_builder("demo", "--workdir", str(tmp_path), timeout=1500)
+    done = run_builder("demo", "--workdir", str(tmp_path), timeout=1500, env=own_caches)
     assert done.returncode == 0, done.stderr[-3000:]
     text = done.stdout + done.stderr
     assert text.count("torch: built torch-2.99.0a0+git") == 1  # built once ...
@@ -29,3 +43,13 @@ def test_demo_builds_reruns_as_a_noop_and_lists_the_index(tmp_path, base_image):
     argv = shlex.split(printed)
     listed = run_builder(*argv[3:], config=tmp_path / "builder.toml", check=True, cwd=tmp_path.parent)
     assert "torch-2.99.0a0+git" in listed.stdout and "torch_xla-" in listed.stdout, listed.stdout
+    ccache = Path(engine.client.volumes.get(own_caches["BUILDER_CACHE_CCACHE"].removeprefix("volume:"))
+                  .attrs["Mountpoint"])
+    assert any(p.is_file() for p in ccache.rglob("*"))  # the run's own ccache is the one written ...
+    assert default_volumes(engine) == defaults  # ... and no default volume was created for it
+
+
+def default_volumes(engine) -> dict[str, str | None]:
+    """The IDs (None: absent) of the user's default cache volumes."""
+    found = {v.name: v.id for v in engine.client.volumes.list()}
+    return {name: found.get(name) for name in ("builder-ccache", "builder-bazel")}

@@ -73,6 +73,7 @@ def leftovers(setup):
 
 
 def test_container_runs_unprivileged_with_limits_and_no_secrets(setup, engine):
+    before = tree(setup["index"])
     proc = start_build(setup)
     try:
         container = wait_for_container(engine, proc)
@@ -93,13 +94,14 @@ def test_container_runs_unprivileged_with_limits_and_no_secrets(setup, engine):
     last = err.strip().splitlines()[-1]
     assert last.startswith("error: building torch from") and "exit 137" in last and "see the log" in last
     assert SECRET not in out + err
-    assert wheels_in_index(setup) == []
+    assert tree(setup["index"]) == before  # nothing published (whatever earlier tests published stays)
     assert builder_containers(engine, proc) == []
     assert leftovers(setup) == []
 
 
 @pytest.mark.parametrize(("sig", "code"), [(signal.SIGINT, 130), (signal.SIGTERM, 143)])
 def test_interrupt_cleans_up(setup, engine, sig, code):
+    before = tree(setup["index"])
     proc = start_build(setup)
     try:
         wait_for_container(engine, proc)
@@ -113,7 +115,7 @@ def test_interrupt_cleans_up(setup, engine, sig, code):
     assert "containers and temporary files removed" in err
     assert builder_containers(engine, proc) == []
     assert leftovers(setup) == []
-    assert wheels_in_index(setup) == []
+    assert tree(setup["index"]) == before
 
 
 def test_sigkilled_run_leaves_container_and_work_dir_that_the_next_run_removes(setup, engine, tmp_path):
@@ -149,8 +151,11 @@ def test_too_little_disk_is_refused_before_compiling(setup, engine):
 
 
 def test_two_concurrent_runs_both_succeed(setup, engine):
-    """After the interrupted runs above, the next runs work; two at once share the lock."""
-    first, second = start_build(setup), start_build(setup)
+    """Two runs at once share the lock: one builds, the other waits and reuses. Their own
+    version, so the wheel is new to the index whichever tests ran before (the interrupted
+    and killed runs, in any order, leave the data dir usable)."""
+    version = "2.99.0a3"
+    first, second = start_build(setup, "--torch-version", version), start_build(setup, "--torch-version", version)
     out1, err1 = first.communicate(timeout=900)
     out2, err2 = second.communicate(timeout=900)
     assert first.returncode == 0, err1
@@ -160,36 +165,55 @@ def test_two_concurrent_runs_both_succeed(setup, engine):
                       if line.startswith("torch: ") and (" built " in line or " reused " in line))
     assert statuses == ["built", "reused"]
     assert "waiting for it" in err1 + err2
-    torch_wheels = [w for w in wheels_in_index(setup) if w.startswith("torch-")]
-    assert len(torch_wheels) == 1  # one torch, beside its runtime dependencies
+    torch_wheels = [w for w in wheels_in_index(setup) if w.startswith(f"torch-{version}")]
+    assert len(torch_wheels) == 1  # one torch of that version, beside its runtime dependencies
     index_page = (setup["index"] / "simple" / "torch" / "index.html").read_text()
     assert torch_wheels[0] in index_page
     assert builder_containers(engine, first, second) == []
 
 
+NOT_A_REF = "is not a valid git ref (letters, digits, . _ / + -)"
+# (arguments, exit code, the one stderr line): each refused while parsing, before any git,
+# Docker or index access (2: usage; `index show` of a path is a lookup error, 1).
 HOSTILE = [
-    ["wheels", "--torch", "main; rm -rf /"],
-    ["wheels", "--torch", "--upload-pack=touch /tmp/pwned"],
-    ["wheels", "--torch", "$(touch /tmp/pwned)"],
-    ["wheels", "--torch", "main\nid"],
-    ["wheels", "--torch", "main", "--torch-repo", "--upload-pack=touch /tmp/pwned"],
-    ["wheels", "--torch", "main", "--torch-repo", "ext::sh -c touch% /tmp/pwned"],
-    ["wheels", "--torch", "main", "--torch-repo", "file://../../etc"],
-    ["wheels", "--torch", "main", "--user", "0; id"],
-    ["wheels", "--torch", "main", "--ccache", "volume:../../x"],
-    ["wheels", "--torch", "main", "--ccache-remote", "redis://x;id"],
-    ["wheels", "--torch", "x" * 300],
-    ["wheels", "--torch", "2.13.0; id"],
-    ["index", "show", "../../etc/passwd"],
+    (["wheels", "--torch", "main; rm -rf /"], 2, f"error: ref 'main; rm -rf /' {NOT_A_REF}"),
+    (["wheels", "--torch", "--upload-pack=touch /tmp/pwned"], 2,
+     f"error: ref '--upload-pack=touch /tmp/pwned' {NOT_A_REF}"),
+    (["wheels", "--torch", "$(touch /tmp/pwned)"], 2, f"error: ref '$(touch /tmp/pwned)' {NOT_A_REF}"),
+    (["wheels", "--torch", "main\nid"], 2, "error: ref contains a newline or NUL: 'main\\nid'"),
+    (["wheels", "--torch", "main", "--torch-repo", "--upload-pack=touch /tmp/pwned"], 2,
+     "error: repository URL '--upload-pack=touch /tmp/pwned' looks like a command-line option, not a URL"),
+    (["wheels", "--torch", "main", "--torch-repo", "ext::sh -c touch% /tmp/pwned"], 2,
+     "error: repository URL 'ext::sh -c touch% /tmp/pwned' contains characters not allowed in a repository URL"),
+    (["wheels", "--torch", "main", "--torch-repo", "file://../../etc"], 2,
+     "error: repository URL 'file://../../etc' must be an absolute file:///path"),
+    (["wheels", "--torch", "main", "--user", "0; id"], 2,
+     "error: command line: build.user '0; id' is not a valid uid[:gid]"),
+    (["wheels", "--torch", "main", "--ccache", "volume:../../x"], 2,
+     "error: command line: cache.ccache 'volume:../../x' is not a valid cache location (volume:NAME or path:/dir)"),
+    (["wheels", "--torch", "main", "--ccache-remote", "redis://x;id"], 2,
+     "error: command line: cache.ccache_remote 'redis://x;id' is not a valid redis://HOST:PORT or "
+     "http://HOST/PATH (several: space separated)"),
+    (["wheels", "--torch", "x" * 300], 2, "error: ref is too long (300 > 256 characters)"),
+    (["wheels", "--torch", "2.13.0; id"], 2, f"error: ref '2.13.0; id' {NOT_A_REF}"),
+    (["index", "show", "../../etc/passwd"], 1,
+     "error: wheel file name '../../etc/passwd' must be a bare wheel file name, not a path; pass a file named "
+     "name-version-pytag-abitag-platform.whl"),
 ]
 
 
-@pytest.mark.parametrize("args", HOSTILE, ids=[repr(a[-1])[:40] for a in HOSTILE])
-def test_hostile_cli_input_is_one_clear_error(setup, args):
-    before = wheels_in_index(setup)
+def tree(directory):
+    """Every file under ``directory`` with its size and mtime: a publish would change it."""
+    return {str(p.relative_to(directory)): (p.stat().st_size, p.stat().st_mtime_ns)
+            for p in directory.rglob("*") if p.is_file()} if directory.is_dir() else {}
+
+
+@pytest.mark.parametrize(("args", "code", "line"), HOSTILE, ids=[repr(a[-1])[:40] for a, _, _ in HOSTILE])
+def test_hostile_cli_input_is_one_clear_error(setup, args, code, line):
+    before, work = tree(setup["index"]), leftovers(setup)
     done = run_builder(*args, config=setup["cfg"])
-    assert done.returncode != 0
-    lines = [ln for ln in done.stderr.strip().splitlines() if ln.startswith("error:")]
-    assert len(lines) == 1, done.stderr
+    assert (done.returncode, done.stderr.strip()) == (code, line), done.stderr
+    assert done.stdout == ""
     assert not os.path.exists("/tmp/pwned")
-    assert wheels_in_index(setup) == before
+    assert tree(setup["index"]) == before  # nothing published, no page rewritten
+    assert leftovers(setup) == work

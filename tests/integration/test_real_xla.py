@@ -68,7 +68,7 @@ def wheels(env, *args, check=True):
 
 
 def test_mismatched_pair_is_refused_before_any_download(env):
-    before = snapshot(env["cache"])
+    before, data = snapshot(env["cache"]), snapshot(env["data"]) if env["data"].exists() else {}
     done = wheels(env, "--torch", "2.13.0", "--xla", "2.9.0", check=False)
     assert done.returncode != 0
     assert "torch_xla 2.9.0 is built for torch 2.9.*, not torch 2.13.0" in done.stderr
@@ -76,8 +76,8 @@ def test_mismatched_pair_is_refused_before_any_download(env):
     fetched = run_builder("index", "fetch", "torch==2.13.0", "torch_xla==2.9.0", config=env["cfg"])
     assert fetched.returncode != 0 and "built for torch 2.9.*" in fetched.stderr
     assert snapshot(env["cache"]) == before
-    assert not env["index"].exists()
-    assert not (env["data"] / "logs" / "fetch-torch.log").exists()
+    # nothing published, no fetch log written (whether or not the cold run came first)
+    assert (snapshot(env["data"]) if env["data"].exists() else {}) == data
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +111,7 @@ def test_cold_run_fetches_both_wheels_and_deps_with_hashes_checked(env, cold):
 
 def test_cold_run_smoke_is_lazy(cold):
     report, _ = cold
-    assert report["smoke"] in ("passed", "reused")
+    assert report["smoke"] == "passed"  # a fresh data dir holds no smoke record: measured now
     smoke = report["smoke_figures"]
     figures = smoke["figures"]
     assert figures["steps"] == 6

@@ -19,6 +19,7 @@ import jsonschema
 import pytest
 
 from builder.examples import commit_change, write_example_repo
+from builder.repro.lockfile import LOCK_VERSION
 from builder.repro.manifest import SCHEMA_PATH, validate_manifest
 from tests.conftest import run_builder, write_config
 
@@ -207,7 +208,11 @@ def test_locked_deps_layer_is_rebuilt_from_hashed_pins(env, built, lock_file, en
                                     network="none")).output
     want = lock["deps"]["torch"]["pip"]["scikit-build-core"]
     assert f"scikit-build-core=={want['version']} --hash=sha256:{want['sha256']}" in pins
-    assert report["wheels"][0]["status"] in ("built", "reused")
+    # A wheel's key chains on its deps image's ID, and this layer is another image (it holds the
+    # pin file): the wheel is built anew, and from the same pinned versions it is the same bytes.
+    [wheel] = report["wheels"]
+    assert wheel["status"] == "built" and wheel["key"] != built["wheel"]["key"]
+    assert wheel["sha256"] == built["wheel"]["sha256"]
 
 
 def test_locked_with_a_version_that_does_not_exist_fails_before_compiling(env, built, lock_file):
@@ -252,4 +257,6 @@ def test_lock_errors_are_clear(env, tmp_path):
     garbage = Path(tmp_path / "garbage.lock")
     garbage.write_text("{}")
     done = run_builder("wheels", "--torch", "main", "--locked", "--lock-file", str(garbage), config=env["cfg"])
-    assert "lock format None" in done.stderr
+    assert done.returncode == 1
+    assert done.stderr.strip() == (f"error: {garbage}: lock format None, this builder reads {LOCK_VERSION}; "
+                                   "re-create it with `builder lock`")

@@ -11,6 +11,7 @@ import subprocess
 import time
 import uuid
 import zipfile
+from pathlib import Path
 
 import pytest
 
@@ -26,19 +27,35 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="module")
-def redis_url():
-    port = free_port()
-    proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-                             "--appendonly", "no"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(50):
-        pong = subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True, text=True).stdout
-        if pong.strip() == "PONG":
-            break
+def wait_until(ready, what: str, proc: subprocess.Popen, *logs: Path, timeout: float = 30) -> None:
+    """Until ``ready()``; a server that exits or never gets ready fails the test with its logs' tails."""
+    def tails() -> str:
+        return " | ".join(f"{log.name}: {log.read_text(errors='replace')[-2000:]}" for log in logs if log.exists())
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            pytest.fail(f"{what} exited ({proc.returncode}): {tails()}")
+        if ready():
+            return
         time.sleep(0.1)
-    yield f"redis://127.0.0.1:{port}"
-    proc.terminate()
-    proc.wait(10)
+    pytest.fail(f"{what} was not ready within {timeout:.0f} s: {tails()}")
+
+
+@pytest.fixture(scope="module")
+def redis_url(tmp_path_factory):
+    port = free_port()
+    log = tmp_path_factory.mktemp("redis") / "redis.log"
+    with log.open("wb") as out:
+        proc = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+                                 "--appendonly", "no"], stdout=out, stderr=subprocess.STDOUT)
+    try:
+        wait_until(lambda: subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True,
+                                          text=True).stdout.strip() == "PONG", "redis-server", proc, log)
+        yield f"redis://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        proc.wait(10)
 
 
 @pytest.fixture(scope="module")
@@ -69,16 +86,21 @@ http {{
   }}
 }}
 """)
-    proc = subprocess.Popen(["nginx", "-c", str(root / "nginx.conf"), "-p", str(root)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    for _ in range(50):
+    with (root / "stderr.log").open("wb") as out:
+        proc = subprocess.Popen(["nginx", "-c", str(root / "nginx.conf"), "-p", str(root)],
+                                stdout=out, stderr=subprocess.STDOUT)
+
+    def answers() -> bool:
         with socket.socket() as s:
-            if s.connect_ex(("127.0.0.1", port)) == 0:
-                break
-        time.sleep(0.1)
-    yield {"url": f"http://127.0.0.1:{port}", "data": root / "data"}
-    proc.terminate()
-    proc.wait(10)
+            return s.connect_ex(("127.0.0.1", port)) == 0
+
+    try:
+        # nginx writes its own errors to error.log, what fails before that to stderr
+        wait_until(answers, "nginx", proc, root / "error.log", root / "stderr.log")
+        yield {"url": f"http://127.0.0.1:{port}", "data": root / "data"}
+    finally:
+        proc.terminate()
+        proc.wait(10)
 
 
 @pytest.fixture(scope="module")

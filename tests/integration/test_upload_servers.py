@@ -285,11 +285,10 @@ def test_server_down_fails_clearly_after_retries(tmp_path: Path) -> None:
     url = f"http://127.0.0.1:{free_port()}/"  # nothing listens there
     wheel = make_wheel(tmp_path, "Down", "1.0")
     sleeps: list[float] = []
-    start = time.monotonic()
+    # How fast it gives up is a timing (bench/push_failure.py); here: the error, the attempts, the sleeps.
     with pytest.raises(UploadError, match=rf"{url} did not answer after 3 attempts \(connection refused\)"):
         push_wheel(wheel, url, "u", "p", retries=2, backoff=0.01, sleep=lambda s: sleeps.append(s))
     assert sleeps == [0.01, 0.02]
-    assert time.monotonic() - start < 10
 
 
 def test_5xx_answers_are_retried_then_reported(tmp_path: Path) -> None:

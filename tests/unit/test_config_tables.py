@@ -122,4 +122,7 @@ def test_packages_are_not_set_from_the_environment():
 def test_default_config_has_empty_tables():
     cfg = Config()
     assert dict(cfg.repos) == {} and cfg.packages == {}
-    assert load_config(None, {}) == load_config(None, {})
+    loaded = load_config(None, {})  # no builder.toml, no environment: the defaults, tables empty
+    assert dict(loaded.repos) == {} and loaded.packages == {}
+    assert loaded == cfg
+    assert load_config(None, {"BUILDER_REPOS_TORCH": "file:///r"}) != cfg  # equality sees the tables

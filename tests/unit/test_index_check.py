@@ -4,11 +4,15 @@ replaced by a rebuilt one ("repaired"), not refused as a conflict."""
 
 from __future__ import annotations
 
+import hashlib
 import shutil
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
+from builder.errors import PackageIndexError
 from builder.index.check import check_index
 from builder.index.directory import DirectoryIndex
 from tests.helpers_wheels import make_wheel
@@ -83,12 +87,15 @@ def test_add_replaces_a_corrupt_published_wheel_saying_repaired(tmp_path: Path):
 
 
 def test_conflict_hint_names_a_real_flag(tmp_path: Path):
-    index, wheel = published(tmp_path)
+    index, _ = published(tmp_path)
+    published_bytes = (index.files_dir / "other-2.0-py3-none-any.whl").read_bytes()
     other = make_wheel(tmp_path / "v2", "other", "2.0", payload=b"different")
-    try:
+    with pytest.raises(PackageIndexError) as caught:
         index.add(other)
-    except Exception as exc:  # noqa: BLE001 - asserting on the message
-        hint = getattr(exc, "hint", "") or ""
-        assert "replace=True" not in str(exc) + hint and "builder index add --replace" in hint
-    else:
-        raise AssertionError("different bytes under a published name were accepted")
+    old, new = hashlib.sha256(published_bytes).hexdigest(), hashlib.sha256(other.read_bytes()).hexdigest()
+    assert caught.value.message == (f"other-2.0-py3-none-any.whl is already published with different bytes "
+                                    f"(sha256 {old[:12]}..., new {new[:12]}...)")
+    assert caught.value.hint == ("`builder index add --replace` overwrites it; anyone who pinned the old hash "
+                                 "will then fail to install")
+    assert (index.files_dir / other.name).read_bytes() == published_bytes  # the published file stays
+    assert check_index(index).ok

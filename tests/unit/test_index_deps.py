@@ -1,17 +1,16 @@
 """Which Requires-Dist of a wheel the index must hold (builder.index.deps): pure logic, and
-fetch_dependencies with builder.index.fetch.fetch replaced (the real fetch is in
-tests/integration/test_index_deps.py)."""
+fetch_dependencies end to end against a local PEP 503 index on disk (file://), resolved
+by the real pip (the real torch wheel and PyPI are in tests/integration/test_index_deps.py)."""
 
 from __future__ import annotations
 
 import pytest
 
-import builder.index.fetch
 from builder.config import Config
 from builder.errors import BuildError
 from builder.index.deps import fetch_dependencies, requires_dist, runtime_requirements, unmet
 from builder.index.directory import DirectoryIndex
-from builder.index.fetch import FetchResult
+from builder.settings import PrebuiltConfig
 from tests.helpers_wheels import make_wheel
 
 OWN = frozenset({"torch", "torch_xla"})  # what builder builds: never fetched as a dependency
@@ -68,58 +67,80 @@ def test_requires_dist_read_from_the_wheel(tmp_path):
 
 
 @pytest.fixture()
-def calls(monkeypatch):
-    """builder.index.fetch.fetch replaced: records what it was asked for, fetches nothing."""
-    seen: list[list[str]] = []
+def upstream(tmp_path):
+    """A real PEP 503 index on disk (file://), standing in for PyPI: fetch_dependencies runs
+    its real path (pip resolving against it, download, sha256 check, publish). absl-py
+    needs six, so the closure takes pip's resolution, not a list the test wrote."""
+    index = DirectoryIndex(tmp_path / "upstream")
+    for name, version, requires in (("absl_py", "2.3.1", ("six>=1.16",)), ("six", "1.17.0", ()),
+                                    ("six", "1.15.0", ()), ("libtpu", "0.0.21", ()),
+                                    ("torch", "2.9.0", ())):  # a torch upstream, never to be taken
+        index.add(make_wheel(tmp_path / "upstream-src", name, version, requires=requires))
+    return index
 
-    def fake_fetch(requirements, index, cache_dir, python_series, index_url, find_links, **kwargs):
-        seen.append(list(requirements))
-        return FetchResult(list(requirements), seconds=0.1)
 
-    monkeypatch.setattr(builder.index.fetch, "fetch", fake_fetch)
-    return seen
+def config_for(tmp_path, upstream: DirectoryIndex) -> Config:
+    return Config(data_dir=str(tmp_path / "data"),
+                  prebuilt=PrebuiltConfig(index_url=upstream.simple_url(), find_links=[]))
 
 
-def test_own_projects_come_from_the_index_never_from_upstream(tmp_path, calls):
-    cfg = Config(data_dir=str(tmp_path / "data"))
+def names(index: DirectoryIndex) -> list[str]:
+    return sorted(p.name for p in index.files_dir.glob("*.whl"))
+
+
+def digests(index: DirectoryIndex) -> dict[str, str]:
+    return {e.filename: e.sha256 for e in index.entries()}
+
+
+def test_own_projects_come_from_the_index_never_from_upstream(tmp_path, upstream):
+    cfg = config_for(tmp_path, upstream)
     index = DirectoryIndex(tmp_path / "index")
     xla = make_wheel(tmp_path / "w", "torch_xla", "2.9.0", tag="cp311-cp311-linux_x86_64",
                      requires=("torch==2.9.0", "absl-py>=1.0.0", 'libtpu==0.0.21; extra == "tpu"'))
     notes: list[str] = []
 
-    # no torch in the index: torch is named for the user to build, never fetched
+    # no torch in the index: torch is named for the user to build, never fetched (upstream has one)
     index.add(xla)
-    fetch_dependencies(cfg, index, [xla.name], notes.append, own_projects=OWN)
-    assert calls == [["absl-py>=1.0.0"]]
-    assert any("not fetching torch==2.9.0" in n for n in notes)
-
-    # a torch from source whose version does not match is not fetched either
-    index.add(make_wheel(tmp_path / "w", "torch", "2.9.0a0+gitabc1234", tag="cp311-cp311-linux_x86_64"))
-    calls.clear()
-    fetch_dependencies(cfg, index, [xla.name], notes.append, own_projects=OWN)
-    assert calls == [["absl-py>=1.0.0"]]
-
-    # a matching torch (local label and all) satisfies it; with absl-py there, nothing runs
-    index.add(make_wheel(tmp_path / "w", "torch", "2.9.0+cpu", tag="cp311-cp311-linux_x86_64"))
-    index.add(make_wheel(tmp_path / "w", "absl_py", "2.3.1"))
-    calls.clear()
     summary = fetch_dependencies(cfg, index, [xla.name], notes.append, own_projects=OWN)
-    assert summary == "dependencies: all in the index"
-    assert calls == []
+    assert names(index) == ["absl_py-2.3.1-py3-none-any.whl", "six-1.17.0-py3-none-any.whl", xla.name]
+    assert summary.startswith("dependencies: 2 wheel(s): 2 downloaded (0 MB), 0 from the download cache, "
+                              "0 already in the index (resolved upstream)")
+    assert "not fetching torch==2.9.0: build or import it into the index" in " ".join(notes)
+    ours, theirs = digests(index), digests(upstream)
+    for wheel in ("absl_py-2.3.1-py3-none-any.whl", "six-1.17.0-py3-none-any.whl"):  # upstream's bytes
+        assert ours[wheel] == theirs[wheel]
+
+    # a torch from source whose version does not match is not fetched either; the rest is there
+    index.add(make_wheel(tmp_path / "w", "torch", "2.9.0a0+gitabc1234", tag="cp311-cp311-linux_x86_64"))
+    notes.clear()
+    assert fetch_dependencies(cfg, index, [xla.name], notes.append, own_projects=OWN) == \
+        "dependencies: all in the index"
+    assert any("not fetching torch==2.9.0" in n for n in notes)
+    assert "torch-2.9.0-py3-none-any.whl" not in names(index)
+
+    # a matching torch (local label and all) satisfies it; an extra brings its requirement
+    index.add(make_wheel(tmp_path / "w", "torch", "2.9.0+cpu", tag="cp311-cp311-linux_x86_64"))
+    notes.clear()
+    assert fetch_dependencies(cfg, index, [xla.name], notes.append, own_projects=OWN) == \
+        "dependencies: all in the index"
+    assert notes == []
+    before = names(index)
     fetch_dependencies(cfg, index, [xla.name], notes.append, extras=("tpu",), own_projects=OWN)
-    assert calls == [["libtpu==0.0.21"]]
+    assert names(index) == sorted([*before, "libtpu-0.0.21-py3-none-any.whl"])
 
 
-def test_a_failed_dependency_fetch_says_the_wheel_is_published(tmp_path, monkeypatch):
-    def failing_fetch(*args, **kwargs):
-        raise BuildError("resolving fsspec from https://pypi.org/simple failed: no network", "see fetch.log")
-
-    monkeypatch.setattr(builder.index.fetch, "fetch", failing_fetch)
+def test_a_failed_dependency_fetch_says_the_wheel_is_published(tmp_path, upstream):
+    cfg = config_for(tmp_path, upstream)
     index = DirectoryIndex(tmp_path / "index")
-    wheel = make_wheel(tmp_path / "w", "app", "1.0", requires=("fsspec",))
+    wheel = make_wheel(tmp_path / "w", "app", "1.0", requires=("fsspec",))  # upstream has no fsspec
     index.add(wheel)
     with pytest.raises(BuildError) as caught:
-        fetch_dependencies(Config(data_dir=str(tmp_path / "data")), index, [wheel.name], lambda _: None,
-                           own_projects=OWN)
-    assert caught.value.message.startswith("app-1.0-py3-none-any.whl published, but not its dependencies")
-    assert "see fetch.log" in caught.value.hint and "--no-deps" in caught.value.hint
+        fetch_dependencies(cfg, index, [wheel.name], lambda _: None, own_projects=OWN)
+    assert caught.value.message == (
+        f"app-1.0-py3-none-any.whl published, but not its dependencies: resolving fsspec from "
+        f"{upstream.simple_url()} failed: No matching distribution found for fsspec")
+    log = tmp_path / "data" / "logs" / "fetch-dependencies.log"
+    assert caught.value.hint == (f"see {log}; point [prebuilt] index_url / find_links at a reachable source, "
+                                 "or add with --no-deps")
+    assert "fsspec" in log.read_text()  # pip's own output, kept
+    assert names(index) == [wheel.name]  # the wheel stays published, nothing else came

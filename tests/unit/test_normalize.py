@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import csv
 import io
+import os
+import shutil
 import subprocess
 import sys
+import time
 import zipfile
 from pathlib import Path
 
@@ -104,6 +107,39 @@ def test_entries_sorted_record_last_fixed_times_and_modes(two_wheels):
     assert modes["demo/__init__.py"] == 0o644 and modes["demo/data.txt"] == 0o644
     assert all(i.comment == b"" and i.extra == b"" and i.create_system == 3 for i in infos)
     assert all(i.compress_type == zipfile.ZIP_DEFLATED for i in infos)
+
+
+@pytest.fixture
+def time_zone():
+    """Switch the process's time zone (TZ + tzset), restoring the suite's afterwards."""
+    before = os.environ["TZ"]
+
+    def switch(tz: str) -> None:
+        os.environ["TZ"] = tz
+        time.tzset()
+
+    yield switch
+    switch(before)
+
+
+# UTC, UTC+5:45 (no DST), and Berlin's rule and Santiago's (the suite's own, DST on at SDE):
+# any of them shifting the date or the hour of a timestamp would change the bytes.
+ZONES = ["UTC0", "<+0545>-5:45", "CET-1CEST,M3.5.0,M10.5.0/3", "<-04>4<-03>,M9.1.6/24,M4.1.6/24"]
+
+
+def test_normalized_bytes_do_not_depend_on_the_time_zone(two_wheels, tmp_path, time_zone):
+    a, _ = two_wheels
+    digests = {}
+    for n, tz in enumerate(ZONES):
+        time_zone(tz)
+        copy = tmp_path / f"tz{n}" / NAME
+        copy.parent.mkdir()
+        shutil.copy(a, copy)
+        digests[tz] = normalize_wheel(copy, SDE).sha256
+        with zipfile.ZipFile(copy) as zf:
+            assert {i.date_time for i in zf.infolist()} == {(2024, 1, 1, 0, 0, 0)}, tz  # UTC, whatever the zone
+    assert len(set(digests.values())) == 1, digests
+    assert time.localtime(SDE).tm_hour != 0  # the zone really moved local time off UTC
 
 
 def test_zip_cannot_go_below_1980():

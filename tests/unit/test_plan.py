@@ -1,4 +1,9 @@
 import dataclasses
+import json
+import os
+import re
+import subprocess
+import sys
 
 import pytest
 
@@ -6,6 +11,7 @@ from builder.config import load_config
 from builder.errors import BuildError, ConfigError
 from builder.stages.plan import image_stages, render_stage, select_stages, stage_key, upstream_version
 from builder.stages.render import render_template
+from tests.conftest import REPO
 
 
 def keys(cfg, base_id="sha256:base"):
@@ -20,8 +26,21 @@ def keys(cfg, base_id="sha256:base"):
 
 
 def test_keys_are_stable():
-    cfg = load_config(None, {})
-    assert keys(cfg) == keys(cfg)
+    """A key is a pure function of the inputs: the same in another process (another hash
+    seed), from separately loaded configs, whatever the order of buildargs and files; and
+    its value is pinned, since changing how keys are computed rebuilds every user's images."""
+    script = ("import json; from builder.config import load_config; from tests.unit.test_plan import keys; "
+              "print(json.dumps(keys(load_config(None, {}))))")
+    other = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONHASHSEED": "12345", "PYTHONPATH": str(REPO)}, cwd=REPO)
+    here = keys(load_config(None, {}))
+    assert json.loads(other.stdout) == here
+    assert len(set(here.values())) == 3 and all(re.fullmatch(r"[0-9a-f]{24}", k) for k in here.values())
+    assert stage_key("toolchain", "FROM x\n", "sha256:1", {"B": "2", "A": "1"}, {"b.crt": b"b", "a.crt": b"a"}) \
+        == stage_key("toolchain", "FROM x\n", "sha256:1", {"A": "1", "B": "2"}, {"a.crt": b"a", "b.crt": b"b"}) \
+        == "d66d69559aeb6b771852d3bf"
+    assert stage_key("python", "FROM x\n", "sha256:1", {"A": "1", "B": "2"}, {"a.crt": b"a", "b.crt": b"b"}) \
+        != "d66d69559aeb6b771852d3bf"  # the stage's name is part of it
 
 
 def test_changing_a_toolchain_pin_changes_toolchain_and_after_only():
