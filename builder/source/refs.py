@@ -17,6 +17,7 @@ import os
 import re
 import subprocess
 from dataclasses import dataclass
+from urllib.parse import urlsplit
 
 from builder import validate
 from builder.errors import RefError, ValidationError
@@ -92,9 +93,12 @@ def branch_and_tag_names(listing: str) -> list[str]:
 
 
 def repo_name(url: str) -> str:
-    """``https://github.com/pytorch/xla.git`` -> ``pytorch/xla``: how a note names a repo."""
-    parts = [p for p in url.rstrip("/").removesuffix(".git").split("/") if p]
-    return "/".join(parts[-2:]) if len(parts) >= 2 else url
+    """``https://github.com/pytorch/xla.git`` -> ``pytorch/xla``: how a note names a repo
+    (the last two parts of the URL's path, without ``.git``)."""
+    parts = [p for p in urlsplit(url).path.split("/") if p]
+    if parts:
+        parts[-1] = parts[-1].removesuffix(".git")
+    return "/".join(parts[-2:]) or url
 
 
 def ls_remote(url: str, *patterns: str, options: tuple[str, ...] = ()) -> str:

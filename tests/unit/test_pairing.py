@@ -149,3 +149,65 @@ def test_ci_package_version():
     assert ci_package_version("package_version: '2.8.1'  # quoted\n") == "2.8.1"
     assert ci_package_version("  package_version: 2.9.0\n") is None  # nested: not the top-level key
     assert ci_package_version("") is None
+
+
+# ------------------------------------------------------------------ exact messages (mutation testing)
+def test_series_of_two_part_versions_and_its_error():
+    assert series("2.9") == (2, 9)
+    with pytest.raises(ConfigError) as info:
+        series("main")
+    assert str(info.value) == "'main' is not a version"
+
+
+def test_check_pair_messages_exactly():
+    with pytest.raises(ConfigError) as info:
+        check_pair("2.8.0", "2.9.0")  # no where: no prefix; torch before the last release: a torch_xla 2.8
+    assert info.value.message == "torch_xla 2.9.0 is built for torch 2.9.*, not torch 2.8.0"
+    assert info.value.hint == "use torch 2.9.0 (e.g. --torch 2.9.0), or a torch_xla 2.8.* for torch 2.8.0"
+    with pytest.raises(ConfigError) as info:
+        check_pair("2.13.0", "2.9.0", "here")  # past the last release: no partner exists
+    assert info.value.message == "here: torch_xla 2.9.0 is built for torch 2.9.*, not torch 2.13.0"
+    assert info.value.hint == ("use torch 2.9.0 (e.g. --torch 2.9.0); torch_xla 2.9.0 is the last release "
+                               "(none exists for torch 2.13)")
+
+
+def test_no_partner_reason_exactly():
+    from builder.recipes.xla_pairing import no_partner_reason
+
+    assert no_partner_reason("2.9.1") is None
+    assert no_partner_reason("2.10.0") == (
+        "no torch_xla exists for torch 2.10.0: torch_xla 2.9.0 (for torch 2.9.*) is the last release, and "
+        "PyTorch/XLA is to be replaced by TorchTPU (pytorch/xla#9684)")
+
+
+def test_source_pair_without_a_pin_uses_the_x_y_rule():
+    from builder.recipes.xla_pairing import check_source_pair
+
+    check_source_pair("2.9.0a0", "2.9.0", "xla main")  # pairs: nothing raised
+    with pytest.raises(ConfigError) as info:
+        check_source_pair("2.10.0a0", "2.9.0", "xla main (abc)")
+    assert info.value.message == "xla main (abc): torch_xla 2.9.0 is built for torch 2.9.*, not torch 2.10.0a0"
+    assert info.value.hint == ("build xla against torch 2.9 (xla's .torch_commit names the commit it pairs with), "
+                               "or pass --xla-version if this xla really targets another torch")
+    assert info.value.exit_code == 2
+
+
+def test_pinned_versions_reads_past_bad_lines_and_only_exact_pins():
+    assert pinned_versions(["not a requirement ((", "torch===2.9.0", "torch_xla==2.9.*", "numpy==2.0"]) == {
+        "torch": "2.9.0", "numpy": "2.0"}
+
+
+def test_standards_messages_exactly():
+    from builder.recipes.xla_cxx import CxxPair, check_standards, standards_note
+    from builder.source.refs import ResolvedRef
+
+    torch, xla = ResolvedRef("u", "main", "a" * 40), ResolvedRef("v", "master", "b" * 40)
+    assert standards_note(CxxPair(None, None), torch, xla) == (
+        f"C++ standard not stated by torch main ({'a' * 12}) or xla master ({'b' * 12}) (CMakeLists.txt, "
+        "torch/csrc/api/include/torch/all.h / .bazelrc): the pair is not checked; a mismatch would fail at "
+        "compile time")
+    with pytest.raises(ConfigError) as info:
+        check_standards(CxxPair(20, 17), torch, xla, "2.9.0")
+    assert info.value.message == (
+        f"torch main ({'a' * 12}) needs C++20 (CMakeLists.txt, its headers), but xla master ({'b' * 12}) compiles "
+        "with C++17 (.bazelrc): this pair cannot be compiled, --torch-unpinned or not")

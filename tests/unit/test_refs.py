@@ -92,10 +92,10 @@ def master_repo(tmp_path):
 def test_main_means_the_default_branch_when_there_is_no_main(master_repo):
     url, sha = master_repo
     resolved = resolve_ref(url, "main")
-    assert (resolved.ref, resolved.sha) == ("master", sha)
+    assert (resolved.url, resolved.ref, resolved.sha) == (url, "master", sha)
     assert resolved.note == f"{repo_name(url)} has no branch main; using its default branch master at {sha[:7]}"
     exact = resolve_ref(url, "master")  # the branch itself: no note
-    assert (exact.ref, exact.sha, exact.note) == ("master", sha, "")
+    assert (exact.url, exact.ref, exact.sha, exact.note) == (url, "master", sha, "")
 
 
 def test_only_default_names_fall_back_to_head(master_repo):
@@ -141,3 +141,116 @@ def test_hostile_refs_rejected_before_git(repo, ref):
 def test_option_as_url_rejected():
     with pytest.raises(RefError, match="option"):
         resolve_ref("--upload-pack=touch /tmp/pwned", "main")
+
+
+def test_repo_name_of_every_url_shape():
+    assert repo_name("https://github.com/pytorch/xla.git/") == "pytorch/xla"
+    assert repo_name("file:///srv/BOX") == "srv/BOX"
+    assert repo_name("file:///xla.git") == "xla"
+    assert repo_name("ssh://git@host/") == "ssh://git@host/"  # no path: the URL itself
+
+
+def test_pick_sha_exact_full_names_and_head():
+    symref = f"ref: refs/heads/main\tHEAD\n{A}\tHEAD\n{B}\trefs/heads/HEAD-ish\n"
+    assert pick_sha("HEAD", symref) == A
+    assert pick_sha("HEAD", f"{A}\tHEAD\nref: refs/heads/main\tHEAD\n") == A  # the symref line is no commit
+    assert pick_sha("refs/heads/main", LISTING) == A
+    assert pick_sha("refs/tags/v2.9.0", LISTING) == B  # a full tag name is peeled too
+    assert pick_sha("heads/main", LISTING) == A  # refs/<ref>
+
+
+def test_head_branch_reads_past_other_lines():
+    listing = f"{B}\trefs/heads/main\nref: refs/heads/master\tHEAD\n{A}\tHEAD\n"
+    assert head_branch(listing) == ("master", A)
+
+
+def test_git_is_run_without_a_prompt_in_c_locale_with_a_timeout(monkeypatch):
+    import builder.source.refs as refs
+
+    seen = {}
+
+    def run(command, **kwargs):
+        seen.update(kwargs, command=command)
+        return subprocess.CompletedProcess(command, 0, f"{A}\tHEAD\n", "")
+
+    monkeypatch.setattr(refs.subprocess, "run", run)
+    assert refs.ls_remote("file:///x", "main", options=("--symref",)) == f"{A}\tHEAD\n"
+    assert seen["command"] == ["git", "ls-remote", "--symref", "--", "file:///x", "main"]
+    assert seen["timeout"] == refs.GIT_TIMEOUT and seen["stdin"] == subprocess.DEVNULL
+    env = seen["env"]
+    assert (env["GIT_TERMINAL_PROMPT"], env["GIT_ASK_YESNO"], env["LC_ALL"]) == ("0", "false", "C")
+    assert refs.git_env()["PATH"] == __import__("os").environ["PATH"]  # the rest of the environment kept
+
+
+def test_ls_remote_failures_are_one_line(monkeypatch):
+    import builder.source.refs as refs
+
+    def timeout(command, **kwargs):
+        raise subprocess.TimeoutExpired(command, kwargs["timeout"])
+
+    monkeypatch.setattr(refs.subprocess, "run", timeout)
+    with pytest.raises(RefError) as info:
+        refs.ls_remote("file:///x")
+    assert str(info.value) == f"cannot reach repository file:///x: git ls-remote timed out after {refs.GIT_TIMEOUT} s"
+    monkeypatch.setattr(refs.subprocess, "run",
+                        lambda command, **kw: subprocess.CompletedProcess(command, 128, "", ""))
+    with pytest.raises(RefError) as info:
+        refs.ls_remote("file:///x")
+    assert info.value.message == "cannot reach repository file:///x: exit 128"
+    assert info.value.hint == "check --torch-repo/--xla-repo (or [repos] in builder.toml)"
+    monkeypatch.setattr(refs.subprocess, "run", lambda command, **kw: subprocess.CompletedProcess(
+        command, 128, "", "\nfatal: 'x' does not appear to be a git repository\nfatal: more\n"))
+    with pytest.raises(RefError) as info:
+        refs.ls_remote("file:///x")
+    assert info.value.message == "cannot reach repository file:///x: 'x' does not appear to be a git repository"
+
+
+def test_malformed_url_or_ref_is_a_usage_error(repo):
+    url, _ = repo
+    with pytest.raises(RefError) as info:
+        resolve_ref("--upload-pack=x", "main")
+    assert info.value.message == "repository URL '--upload-pack=x' looks like a command-line option, not a URL"
+    assert info.value.exit_code == 2
+    with pytest.raises(RefError) as info:
+        resolve_ref(url, "a b")
+    assert info.value.message == "ref 'a b' is not a valid git ref (letters, digits, . _ / + -)"
+    assert info.value.exit_code == 2
+    with pytest.raises(RefError) as info:
+        resolve_ref("ftp://host/x.git", "main")
+    assert info.value.exit_code == 2 and info.value.hint == "use https://, http://, ssh://, git:// or file:///path"
+    assert info.value.hint == validate_hint("ftp://host/x.git")
+
+
+def validate_hint(url):
+    from builder import validate
+    from builder.errors import ValidationError
+
+    try:
+        validate.repo_url(url, "repository URL")
+    except ValidationError as exc:
+        return exc.hint
+    raise AssertionError("valid")
+
+
+def test_a_sha_is_taken_as_given_once_the_repo_answers(repo):
+    url, sha = repo
+    other = "d" * 40  # on no branch: checked when it is fetched, not here
+    resolved = resolve_ref(url, other)
+    assert (resolved.url, resolved.ref, resolved.sha, resolved.note) == (url, other, other, "")
+    assert resolve_ref(url, sha).sha == sha
+
+
+def test_closest_names_are_at_most_three_joined_by_or(tmp_path):
+    path = tmp_path / "r"
+    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+           "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin", "GIT_CONFIG_GLOBAL": "/dev/null"}
+    subprocess.run(["git", "init", "-q", "-b", "main", str(path)], check=True, env=env)
+    (path / "f").write_text("x")
+    subprocess.run(["git", "-C", str(path), "add", "f"], check=True, env=env)
+    subprocess.run(["git", "-C", str(path), "commit", "-qm", "m"], check=True, env=env)
+    for name in ("r2.7", "r2.8", "r2.9", "r2.6"):
+        subprocess.run(["git", "-C", str(path), "branch", name], check=True, env=env)
+    with pytest.raises(RefError) as info:
+        resolve_ref(f"file://{path}", "r2.10")
+    # four equally close names: the three difflib ranks first, joined by "or"
+    assert info.value.hint == "did you mean r2.9 or r2.8 or r2.7? name an existing branch, tag or a 40-hex SHA"
