@@ -1,4 +1,5 @@
-"""`builder cache`: statistics, location and clearing of the shared compiler cache."""
+"""`builder cache`: statistics, location and clearing of the shared compiler cache; the
+sizes of the Bazel cache's trees beside them."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 import typer
 from rich.table import Table
 
+from builder.caches.bazel import bazel_cache_sizes
 from builder.caches.ccache import CCACHE_MOUNT, parse_location, parse_print_stats
 from builder.cli.common import app, get_config, handle_errors
 from builder.config import Config
@@ -15,7 +17,8 @@ from builder.console import out
 from builder.engine import ContainerSpec, Engine, Mount
 from builder.errors import BuildError, ConfigError
 
-cache_app = typer.Typer(help="Inspect and manage the compiler cache.", no_args_is_help=True)
+cache_app = typer.Typer(help="Inspect and manage the compiler cache (and see the Bazel cache's sizes).",
+                        no_args_is_help=True)
 app.add_typer(cache_app, name="cache", help="Inspect and manage the shared compiler cache (stats, path, clear).")
 
 
@@ -41,17 +44,32 @@ def _run_ccache(engine: Engine, cfg: Config, *args: str) -> str:
     return result.output
 
 
-def _with_ccache(option: str | None) -> Config:
-    return get_config({"cache.ccache": option})
+def _with_ccache(option: str | None, bazel: str | None = None) -> Config:
+    return get_config({"cache.ccache": option, "cache.bazel": bazel})
+
+
+def bazel_layout() -> dict[str, str]:
+    """What the recipes keep in the Bazel cache, by name (disk cache, repository cache, ...)."""
+    from builder.recipes import RECIPES
+
+    layout: dict[str, str] = {}
+    for recipe in RECIPES.values():
+        layout.update(recipe.bazel_cache_layout())
+    return layout
 
 
 @cache_app.command("stats")
 @handle_errors
 def stats_cmd(as_json: bool = typer.Option(False, "--json", help="Print as JSON."),
-              ccache: str = typer.Option(None, "--ccache", help="volume:NAME or path:/dir (default: config).")) -> None:
-    """Size, files and hit/miss figures of the cache (overall and the last build)."""
-    cfg = _with_ccache(ccache)
-    stats = parse_print_stats(_run_ccache(Engine(), cfg, "--print-stats"))
+              ccache: str = typer.Option(None, "--ccache", help="volume:NAME or path:/dir (default: config)."),
+              bazel_cache: str = typer.Option(None, "--bazel-cache", help="Bazel cache: volume:NAME or path:/dir "
+                                              "(default: config).")) -> None:
+    """Size, files and hit/miss figures of the cache (overall and the last build), and the
+    sizes of what Bazel keeps in its cache (disk cache, repository cache, output user roots)."""
+    cfg = _with_ccache(ccache, bazel_cache)
+    engine = Engine()
+    stats = parse_print_stats(_run_ccache(engine, cfg, "--print-stats"))
+    bazel = bazel_cache_sizes(engine, cfg, _cache_image(engine, cfg), bazel_layout())
     hits = stats.get("direct_cache_hit", 0) + stats.get("preprocessed_cache_hit", 0)
     misses = stats.get("cache_miss", 0)
     last_path = Path(cfg.data_dir) / "cache-last.json"
@@ -65,6 +83,7 @@ def stats_cmd(as_json: bool = typer.Option(False, "--json", help="Print as JSON.
                     "remote_hits": stats.get("remote_storage_hit", 0),
                     "remote_errors": stats.get("remote_storage_error", 0)},
         "last_build": last if last and last.get("cache") == cfg.cache.ccache else None,
+        "bazel": {"cache": cfg.cache.bazel, "sizes_bytes": bazel},
     }
     if as_json:
         out.print_json(json.dumps(data))
@@ -79,6 +98,8 @@ def stats_cmd(as_json: bool = typer.Option(False, "--json", help="Print as JSON.
         lb = data["last_build"]
         table.add_row("last build", f"{lb['wheel']}: {lb['hit_rate']:.0%} hits ({lb['direct_hits']} direct, "
                                     f"{lb['misses']} misses)")
+    for name, size in bazel.items():
+        table.add_row(f"bazel {name}", f"{size / 1024 ** 2:.1f} MiB ({cfg.cache.bazel})")
     out.print(table)
 
 
