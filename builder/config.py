@@ -33,6 +33,7 @@ from builder.settings import (  # noqa: F401 (re-exported: builder.config is whe
     CacheConfig,
     CAConfig,
     DistConfig,
+    GitConfig,
     IndexConfig,
     PackageConfig,
     PrebuiltConfig,
@@ -73,6 +74,7 @@ class Config:
     cache: CacheConfig = field(default_factory=CacheConfig)
     bazel: BazelConfig = field(default_factory=BazelConfig)
     dist: DistConfig = field(default_factory=DistConfig)
+    git: GitConfig = field(default_factory=GitConfig)
     data_dir: str = field(default_factory=default_data_dir)
     source: str = "<defaults>"  # where the file part came from, for messages
     # Where ca.extra_certificates came from, for the summary: "$SSL_CERT_FILE" (found in

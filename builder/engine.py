@@ -289,6 +289,13 @@ class Engine:
         except docker.errors.NotFound:
             self.client.volumes.create(name, labels={"builder": "1"})
 
+    def volume_exists(self, name: str) -> bool:
+        try:
+            self.client.volumes.get(name)
+        except docker.errors.NotFound:
+            return False
+        return True
+
     def remove_volume(self, name: str) -> None:
         with contextlib.suppress(docker.errors.NotFound):
             self.client.volumes.get(name).remove(force=True)

@@ -48,6 +48,10 @@ class RefError(BuilderError):
     """A git ref or repository cannot be resolved."""
 
 
+class FetchStalled(RefError):
+    """git talked to a remote and printed nothing for the stall timeout ([git] stall_timeout)."""
+
+
 class DockerUnavailable(BuilderError):
     """No Docker daemon answers."""
 

@@ -27,6 +27,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "build.cpu_limit": (0, MAX_JOBS),
     "build.memory_limit_gib": (0, 1 << 20),
     "build.min_free_disk_gib": (0, 1 << 30),
+    "git.stall_timeout": (1, 86400),
 }
 # Settings that are paths: ~ and $VARS expanded and made absolute once, here (relative
 # to builder.toml's directory for values from that file, else to the working directory),
@@ -136,6 +137,13 @@ class BazelConfig:
     # Where bazelisk downloads the Bazel of a commit's .bazelversion (BAZELISK_BASE_URL:
     # <base_url>/<version>/bazel-<version>-linux-x86_64); empty: releases.bazel.build.
     base_url: str = ""
+
+
+@dataclass(frozen=True)
+class GitConfig:
+    # Seconds a clone or fetch (mirrors, submodules) may print no progress before it is
+    # ended: a stall, not a duration (a pytorch clone on a slow link takes as long as it takes).
+    stall_timeout: float = 600.0
 
 
 @dataclass(frozen=True)

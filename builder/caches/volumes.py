@@ -99,21 +99,34 @@ def ensure_location(engine: Engine, location: CacheLocation) -> CacheLocation:
     return location
 
 
-def prepare_bazel_cache(engine: Engine, cfg: Config, image: str = "", dirs: tuple[str, ...] = ()) -> str:
+def prepare_bazel_cache(engine: Engine, cfg: Config, image: str = "", dirs: tuple[str, ...] = (),
+                        user_dirs: tuple[str, ...] = ()) -> str:
     """The Bazel cache location; with ``image``, the recipe's ``dirs`` in it (disk cache,
-    bazelisk downloads) made in a volume (by root), everything in it writable for any build uid (as the ccache volume is
-    for the build group): only entries not yet so are changed, so a warm cache costs a walk."""
+    bazelisk downloads, repository cache) made in a volume (by root), everything in it
+    writable for any build uid (as the ccache volume is for the build group): only entries
+    not yet so are changed, so a warm cache costs a walk.
+    ``user_dirs`` (output user roots: one tree per uid, large, owned by that uid) are made
+    sticky and world-writable and left out of the walk."""
     location = ensure_location(engine, parse_location(cfg.cache.bazel, "cache.bazel"))
     if image and location.kind == "volume":
-        made = " ".join((BAZEL_CACHE_MOUNT, *dirs))
-        # what an earlier build (another uid) left: readable and writable for the next one
-        share = f"mkdir -p {made} && find {BAZEL_CACHE_MOUNT} ! -type l ! -perm -0666 -exec chmod a+rwX {{}} +"
+        share = bazel_share_script(dirs, user_dirs)
         result = engine.run(ContainerSpec(image=image, command=["sh", "-c", share],
                                           mounts=[Mount(location.docker_source, BAZEL_CACHE_MOUNT)], network="none",
                                           user="0:0"))
         if result.exit_code != 0:
             raise BuildError(f"cannot prepare the Bazel cache {location.describe()}: {result.output.strip()}")
     return location.docker_source
+
+
+def bazel_share_script(dirs: tuple[str, ...], user_dirs: tuple[str, ...]) -> str:
+    """The root shell line that readies the Bazel volume (pure: unit tested): what an earlier
+    build (another uid) left made readable and writable for the next one, except the
+    per-uid output user roots, which are only made (sticky, world-writable)."""
+    made = " ".join((BAZEL_CACHE_MOUNT, *dirs, *user_dirs))
+    sticky = f" && chmod 1777 {' '.join(user_dirs)}" if user_dirs else ""
+    pruned = "".join(f"-path {d} -prune -o " for d in user_dirs)
+    walk = f"find {BAZEL_CACHE_MOUNT} {pruned}! -type l ! -perm -0666 -exec chmod a+rwX {{}} +"
+    return f"mkdir -p {made}{sticky} && {walk}"
 
 
 def give_tree_to(path: Path, user: str) -> None:

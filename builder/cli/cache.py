@@ -1,4 +1,5 @@
-"""`builder cache`: statistics, location and clearing of the shared compiler cache."""
+"""`builder cache`: statistics, location and clearing of the shared compiler cache; the
+sizes of the Bazel cache's trees beside them."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from builder.caches.bazel import bazel_cache_sizes
 from builder.caches.ccache import CCACHE_MOUNT, parse_location, parse_print_stats
 from builder.cli.common import app, get_config, handle_errors
 from builder.config import Config
@@ -15,7 +17,8 @@ from builder.console import out, print_table
 from builder.engine import ContainerSpec, Engine, Mount
 from builder.errors import BuildError, ConfigError
 
-cache_app = typer.Typer(help="Inspect and manage the compiler cache.", no_args_is_help=True)
+cache_app = typer.Typer(help="Inspect and manage the compiler cache (and see the Bazel cache's sizes).",
+                        no_args_is_help=True)
 app.add_typer(cache_app, name="cache", help="Inspect and manage the shared compiler cache (stats, path, clear).")
 
 
@@ -41,26 +44,41 @@ def _run_ccache(engine: Engine, cfg: Config, *args: str) -> str:
     return result.output
 
 
-def _with_ccache(option: str | None) -> Config:
-    return get_config({"cache.ccache": option})
+def _with_ccache(option: str | None, bazel: str | None = None) -> Config:
+    return get_config({"cache.ccache": option, "cache.bazel": bazel})
+
+
+def bazel_layout() -> dict[str, str]:
+    """What the recipes keep in the Bazel cache, by name (disk cache, repository cache, ...)."""
+    from builder.recipes import RECIPES
+
+    layout: dict[str, str] = {}
+    for recipe in RECIPES.values():
+        layout.update(recipe.bazel_cache_layout())
+    return layout
 
 
 @cache_app.command("stats")
 @handle_errors
 def stats_cmd(as_json: bool = typer.Option(False, "--json", help="Print as JSON."),
-              ccache: str = typer.Option(None, "--ccache", help="volume:NAME or path:/dir (default: config).")) -> None:
-    """Size, files and hit/miss figures of the cache (overall and the last build)."""
-    cfg = _with_ccache(ccache)
-    data = stats_data(cfg, _run_ccache(Engine(), cfg, "--print-stats"))
+              ccache: str = typer.Option(None, "--ccache", help="volume:NAME or path:/dir (default: config)."),
+              bazel_cache: str = typer.Option(None, "--bazel-cache", help="Bazel cache: volume:NAME or path:/dir "
+                                              "(default: config).")) -> None:
+    """Size, files and hit/miss figures of the cache (overall and the last build), and the
+    sizes of what Bazel keeps in its cache (disk cache, repository cache, output user roots)."""
+    cfg = _with_ccache(ccache, bazel_cache)
+    engine = Engine()
+    bazel = bazel_cache_sizes(engine, cfg, _cache_image(engine, cfg), bazel_layout())
+    data = stats_data(cfg, _run_ccache(engine, cfg, "--print-stats"), bazel)
     if as_json:
         out.print_json(json.dumps(data))
         return
     print_stats(data, out)
 
 
-def stats_data(cfg: Config, print_stats: str) -> dict:
-    """`cache stats --json`: ccache's ``--print-stats`` output and the last build's record
-    (``<data_dir>/cache-last.json``, when it is of this cache)."""
+def stats_data(cfg: Config, print_stats: str, bazel: dict[str, int] | None = None) -> dict:
+    """`cache stats --json`: ccache's ``--print-stats`` output, the last build's record
+    (``<data_dir>/cache-last.json``, when it is of this cache) and the Bazel trees' sizes."""
     stats = parse_print_stats(print_stats)
     hits = stats.get("direct_cache_hit", 0) + stats.get("preprocessed_cache_hit", 0)
     misses = stats.get("cache_miss", 0)
@@ -75,6 +93,7 @@ def stats_data(cfg: Config, print_stats: str) -> dict:
                     "remote_hits": stats.get("remote_storage_hit", 0),
                     "remote_errors": stats.get("remote_storage_error", 0)},
         "last_build": last if last and last.get("cache") == cfg.cache.ccache else None,
+        "bazel": {"cache": cfg.cache.bazel, "sizes_bytes": bazel or {}},
     }
 
 
@@ -86,6 +105,9 @@ def print_stats(data: dict, console: Console) -> None:
         lb = data["last_build"]
         rows += [("last build", f"{lb['hit_rate']:.0%} hits ({lb['direct_hits']} direct, {lb['misses']} misses)"),
                  ("last wheel", lb["wheel"])]
+    bazel = data["bazel"]
+    rows += [(f"bazel {name}", f"{size / 1024 ** 2:.1f} MiB ({bazel['cache']})")
+             for name, size in bazel["sizes_bytes"].items()]
     print_table(console, ("figure", "value"), rows, long="value", title=f"ccache {data['cache']}")
 
 

@@ -29,6 +29,7 @@ from builder import __version__
 from builder.config import Config, default_data_dir, find_config_file, load_config
 from builder.console import print_error
 from builder.errors import EXIT_FAILED, EXIT_INTERNAL, EXIT_SIGINT, EXIT_SIGTERM, BuilderError
+from builder.source.gitprogress import set_fetch_options
 
 app = typer.Typer(
     name="builder",
@@ -199,6 +200,7 @@ def get_config(overrides: dict[str, Any] | None = None) -> Config:
         overrides = {**(overrides or {}), "ca.extra_certificates": ""}
     cfg = load_config(path, os.environ, overrides)
     _state["config"] = cfg
+    set_fetch_options(stall_timeout=cfg.git.stall_timeout)  # every clone and fetch of this command
     return cfg
 
 

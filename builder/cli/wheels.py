@@ -20,6 +20,7 @@ from builder.run.graph import PackageRequest, Request, merge, parse_pkg
 from builder.run.pipeline import RunReport, plan_request, planned_statuses_match, run_wheels
 from builder.run.progress import Reporter
 from builder.run.wheelplan import WheelPlan
+from builder.source.gitprogress import fetch_options
 
 
 def print_report(report: RunReport, console: Console) -> None:
@@ -185,14 +186,20 @@ def wheels_cmd(
     if dry_run:
         from builder.cli.images import _try_engine, print_dry_run
 
-        print_plan(plan_request(cfg, request, lambda _: None, _try_engine()), as_json, cfg.toolchain.bazelisk,
-                   cfg.bazel.base_url)
+        planner = Reporter(err)
+        try:
+            with fetch_options(progress=planner.fetch):  # planning clones and fetches the mirrors
+                plan = plan_request(cfg, request, lambda _: None, _try_engine())
+        finally:
+            planner.close()
+        print_plan(plan, as_json, cfg.toolchain.bazelisk, cfg.bazel.base_url)
         if not as_json:
             print_dry_run(cfg, None)
         return
     reporter = Reporter(err)
     try:
-        report = run_wheels(cfg, request, reporter.note, progress=reporter.step)
+        with fetch_options(progress=reporter.fetch):  # clone and fetch progress of the mirrors
+            report = run_wheels(cfg, request, reporter.note, progress=reporter.step)
     finally:
         reporter.close()
     if push:

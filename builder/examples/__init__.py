@@ -242,7 +242,37 @@ def write_example_repo(
     _commit_and_tag(dest, f"{name}: initial import", TAGS[name])
     if name == "faketorch":
         _require_cxx20(dest)
+    if name == "fakexla":
+        write_pull_requests(dest, PULL_REQUESTS)
     return dest
+
+
+# pytorch/xla keeps 7,148 refs/pull/N/head beside 3,353 branches and 64 tags (a snapshot
+# of master 41398bf): GitHub's hidden refs, one per pull request, on no branch.
+# fakexla gets a few hundred, so a mirror that took them would show.
+PULL_REQUESTS = 300
+
+
+def write_pull_requests(repo: Path, count: int) -> None:
+    """``refs/pull/N/head`` for N in 1..count, each a commit on top of HEAD that no branch
+    holds (a pull request's head), written in one ``git fast-import`` (fixed dates: the
+    SHAs are the same everywhere; HEAD and the branches do not move)."""
+    head = _git(repo, "rev-parse", "HEAD")
+    stamp = "1704067200 +0000"  # GIT_DATE
+    chunks = []
+    for number in range(1, count + 1):
+        message = f"Pull request {number}\n".encode()
+        content = f"a change proposed in pull request {number}\n".encode()
+        chunks.append(b"commit refs/pull/%d/head\n" % number
+                      + f"author {GIT_NAME} <{GIT_EMAIL}> {stamp}\ncommitter {GIT_NAME} <{GIT_EMAIL}> {stamp}\n"
+                      .encode()
+                      + b"data %d\n%s" % (len(message), message)
+                      + f"from {head}\n".encode()
+                      + b"M 644 inline pull-requests/%d.txt\ndata %d\n%s\n" % (number, len(content), content))
+    proc = subprocess.run(["git", "fast-import", "--quiet"], cwd=repo, env=_git_env(), input=b"".join(chunks),
+                          capture_output=True)
+    if proc.returncode != 0:
+        raise ExampleError(f"`git fast-import` failed in {repo}:\n{proc.stderr.decode(errors='replace').strip()}")
 
 
 def commit_change(repo: Path, relpath: str, new_text: str | None = None, message: str | None = None) -> str:

@@ -25,8 +25,22 @@ through ``BAZELISK_BASE_URL`` for the version in the workspace's
   --symlink_prefix, --action_env=NAME=VALUE (CC picks the compiler, as Bazel's
   C++ toolchain autoconfiguration does; the process's own $CC/$CXX are not
   seen under --incompatible_strict_action_env, which pytorch/xla's .bazelrc sets).
-- the output base under $HOME/.cache/bazel/_bazel_$USER (Bazel fails without
-  a user name: "$USER is not set", bazelbuild/bazel#16500).
+- startup options, from `startup` rc lines and before the command
+  (``bazel --output_user_root=DIR build ...``): --output_user_root (default
+  $HOME/.cache/bazel/_bazel_$USER; Bazel fails without a user name: "$USER is
+  not set", bazelbuild/bazel#16500) and --output_base (default
+  <output_user_root>/<md5 of the workspace path>). One command at a time owns an
+  output base: its ``lock`` file is taken (flock) for the whole build, and a second
+  client waits as Bazel's does ("Another command is running ...").
+- external repositories: WORKSPACE's ``http_archive(name, urls, sha256)``. One that
+  the output base already holds (external/NAME with a marker matching its
+  definition) is up to date; otherwise its archive comes from the repository cache
+  (--repository_cache, default <output_user_root>/cache/repos/v1, entries at
+  content_addressable/sha256/<sha256>/file, looked up only when the rule declares a
+  sha256, as Bazel's cache is indexed by it) or is "downloaded": no network here, so
+  the bytes are made from the URL (a declared sha256 must match them) and stored in
+  the repository cache. Each build records which it was, and whether the output
+  base was new or reused.
 - --disk_cache=DIR: a content-addressed cache in DIR (ac/ and cas/ with
   two-hex-digit subdirectories, like Bazel's; created if missing, as Bazel does).
 - --remote_cache=http://...: the same entries over Bazel's HTTP cache protocol
@@ -136,6 +150,7 @@ def expand_options(
 @dataclass
 class Settings:
     compilation_mode: str = "fastbuild"
+    repository_cache: str | None = None  # None: <output_user_root>/cache/repos/v1; "": off
     jobs: int = os.cpu_count() or 1
     disk_cache: str = ""
     remote_cache: str = ""
@@ -163,6 +178,8 @@ def settings_from_options(options: list[str]) -> Settings:
             s.jobs = max(1, int(value))
         elif name == "--disk_cache":
             s.disk_cache = value
+        elif name == "--repository_cache":
+            s.repository_cache = value
         elif name == "--remote_cache":
             s.remote_cache = value
         elif name in ("--remote_upload_local_results", "--noremote_upload_local_results"):
@@ -399,7 +416,28 @@ class Repository:
     package: Package
 
 
-def load_workspace(workspace: Path) -> dict[str, Repository]:
+@dataclass(frozen=True)
+class Archive:
+    """An ``http_archive`` of WORKSPACE: fetched into the output base's external/NAME."""
+
+    name: str
+    urls: tuple[str, ...]
+    sha256: str = ""
+    strip_prefix: str = ""
+
+
+def load_archives(workspace: Path) -> list[Archive]:
+    archives: list[Archive] = []
+
+    def http_archive(name: str, urls: list[str] | None = None, url: str = "", sha256: str = "",
+                     strip_prefix: str = "", **_) -> None:
+        archives.append(Archive(name, tuple(urls or [url]), sha256, strip_prefix))
+
+    load_workspace(workspace, http_archive)
+    return archives
+
+
+def load_workspace(workspace: Path, http_archive=None) -> dict[str, Repository]:
     """External repositories from WORKSPACE: ``new_local_repository`` entries, with
     ``load("//pkg:file.bzl", "SYMBOL")`` giving the constants they use."""
     repos: dict[str, Repository] = {}
@@ -428,6 +466,8 @@ def load_workspace(workspace: Path) -> dict[str, Repository]:
     frame_globals: dict = {"__builtins__": {}, "load": load, "new_local_repository": new_local_repository}
     for stub in ("workspace", "http_archive", "local_repository", "python_configure"):
         frame_globals[stub] = ignore
+    if http_archive is not None:
+        frame_globals["http_archive"] = http_archive
     path = workspace / "WORKSPACE"
     exec(compile(path.read_text(), str(path), "exec"), frame_globals)
     return repos
@@ -571,19 +611,91 @@ def user_name() -> str:
             from None
 
 
-def output_base(workspace: Path) -> Path:
-    home = os.environ.get("HOME") or "/"
-    digest = hashlib.md5(str(workspace).encode()).hexdigest()
-    return Path(home) / ".cache" / "bazel" / f"_bazel_{user_name()}" / digest
+def startup_options(rc_entries: list[tuple[str, list[str]]], argv: list[str]) -> dict[str, str]:
+    """--output_user_root and --output_base from `startup` rc lines, then the command line's
+    options before the command (the last one wins)."""
+    out: dict[str, str] = {}
+    for opt in [a for head, args in rc_entries if head == "startup" for a in args] + argv:
+        name, eq, value = opt.partition("=")
+        if name not in ("--output_user_root", "--output_base") or not eq:
+            raise FakeBazelError(f"this fake Bazel takes only --output_user_root=DIR and --output_base=DIR "
+                                 f"as startup options, not {opt!r}")
+        out[name[2:]] = value
+    return out
+
+
+def output_user_root(startup: dict[str, str]) -> Path:
+    name = user_name()  # Bazel asks for it whatever the options (bazelbuild/bazel#16500)
+    if startup.get("output_user_root"):
+        return Path(startup["output_user_root"])
+    return Path(os.environ.get("HOME") or "/") / ".cache" / "bazel" / f"_bazel_{name}"
+
+
+def output_base(workspace: Path, startup: dict[str, str] | None = None) -> Path:
+    startup = startup or {}
+    if startup.get("output_base"):
+        return Path(startup["output_base"])
+    return output_user_root(startup) / hashlib.md5(str(workspace).encode()).hexdigest()
+
+
+def lock_output_base(base: Path):  # noqa: ANN201 - an open file holding the lock
+    """Bazel's server lock: one command per output base; a second one waits."""
+    import fcntl
+
+    base.mkdir(parents=True, exist_ok=True)
+    lock = open(base / "lock", "a+")  # noqa: SIM115 - held until the process ends
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        print(f"Another command is running on {base}. Waiting for it to complete on the server...",
+              file=sys.stderr, flush=True)
+        fcntl.flock(lock, fcntl.LOCK_EX)
+    return lock
+
+
+def simulated_download(url: str) -> bytes:
+    """No network here: an archive's bytes, made from its URL (the same every time)."""
+    return (f"fake archive of {url}\n" * 64).encode()
+
+
+def fetch_archive(archive: Archive, base: Path, repository_cache: Path | None) -> str:
+    """external/NAME in the output base: up to date there, from the repository cache, or downloaded."""
+    external = base / "external"
+    marker = external / f"@{archive.name}.marker"
+    definition = _sha256(json.dumps([archive.name, archive.urls, archive.sha256, archive.strip_prefix]).encode())
+    if marker.is_file() and marker.read_text() == definition and (external / archive.name).is_dir():
+        return "up to date in the output base"
+    blob, how = None, "downloaded"
+    if archive.sha256 and repository_cache is not None:
+        cached = repository_cache / "content_addressable" / "sha256" / archive.sha256 / "file"
+        if cached.is_file():
+            blob, how = cached.read_bytes(), "repository cache hit"
+    if blob is None:
+        blob = simulated_download(archive.urls[0])
+        digest = _sha256(blob)
+        if archive.sha256 and digest != archive.sha256:
+            raise FakeBazelError(f"Error downloading {archive.urls[0]}: Checksum was {digest} but wanted "
+                                 f"{archive.sha256}")
+        if repository_cache is not None:  # every download is stored; only a declared sha256 finds it again
+            entry = repository_cache / "content_addressable" / "sha256" / digest
+            entry.mkdir(parents=True, exist_ok=True)
+            tmp = entry / f"file.tmp{os.getpid()}"
+            tmp.write_bytes(blob)
+            tmp.replace(entry / "file")
+    (external / archive.name).mkdir(parents=True, exist_ok=True)
+    (external / archive.name / "ARCHIVE").write_bytes(blob)
+    marker.write_text(definition)
+    return how
 
 
 def write_options(path: Path, argv: list[str], rcs: list[Path], options: list[str], workspace: Path,
-                  toolchain: str) -> None:
-    """'#' lines describe, the others are the effective options (rc files, then the
-    command line; --config expanded)."""
+                  toolchain: str, state: tuple[str, ...] | list[str] = ()) -> None:
+    """'#' lines describe (startup options, output base, repository cache, external
+    repositories), the others are the effective options (rc files, then the command line;
+    --config expanded)."""
     home = os.environ.get("HOME", "")
     lines = ["# Written by the fake Bazel: what reached the build.", f"# command: bazel {shlex.join(argv)}",
-             f"# compiler: {toolchain}"]
+             f"# compiler: {toolchain}", *(f"# {line}" for line in state)]
     for rc in rcs:
         shown = str(rc).replace(str(workspace), "%workspace%")
         if home and shown.startswith(home):
@@ -596,6 +708,12 @@ def main(argv: list[str]) -> int:
     if not argv or argv[0] in ("version", "--version"):
         print("Build label: 7.4.1 (fake: builder's test stand-in)")
         return 0
+    startup_argv = []
+    while argv and argv[0].startswith("--"):  # startup options come before the command
+        startup_argv.append(argv.pop(0))
+    if not argv:
+        print("ERROR: no command", file=sys.stderr)
+        return 2
     if argv[0] in ("shutdown", "clean"):
         return 0
     if argv[0] != "build":
@@ -605,6 +723,7 @@ def main(argv: list[str]) -> int:
         workspace = find_workspace(Path.cwd())
         rcs = rc_files(workspace, os.environ.get("HOME"))
         entries = [e for rc in rcs for e in read_rc(rc, workspace, optional=True)]
+        startup = startup_options(entries, startup_argv)
         targets = [a for a in argv[1:] if a.startswith(("//", "@"))]
         options = expand_options(entries, [a for a in argv[1:] if not a.startswith(("//", "@"))])
         settings = settings_from_options(options)
@@ -612,9 +731,24 @@ def main(argv: list[str]) -> int:
             raise FakeBazelError("--config=cuda requested, but this fixture has no CUDA")
         for line in options:
             print(f"INFO: option: {line}", file=sys.stderr, flush=True)
-        build = Build(workspace, settings, output_base(workspace))
+        state = [f"startup: --{k}={v}" for k, v in sorted(startup.items())]
+        base = output_base(workspace, startup)
+        lock = lock_output_base(base)  # noqa: F841 - held until this process ends
+        count_file = base / "fake-bazel-builds"
+        earlier = int(count_file.read_text()) if count_file.is_file() else 0
+        state.append(f"output base: {base} ({f'reused after {earlier} builds' if earlier else 'new'})")
+        repo_cache = (None if settings.repository_cache == "" else
+                      Path(settings.repository_cache or output_user_root(startup) / "cache" / "repos" / "v1"))
+        state.append(f"repository cache: {repo_cache or 'off'}")
+        for archive in load_archives(workspace):
+            state.append(f"external @{archive.name}: {fetch_archive(archive, base, repo_cache)}")
+        for line in state:
+            print(f"INFO: {line}", file=sys.stderr, flush=True)
+        build = Build(workspace, settings, base)
         build.build(targets)
-        write_options(build.execroot / build.bin / "bazel_options.txt", argv, rcs, options, workspace, build.toolchain)
+        count_file.write_text(str(earlier + 1))
+        write_options(build.execroot / build.bin / "bazel_options.txt", argv, rcs, options, workspace, build.toolchain,
+                      state)
         link = Path(settings.symlink_prefix + "bin")
         if not link.is_absolute():
             link = workspace / link

@@ -155,6 +155,15 @@ class Recipe:
         before it runs); empty: the build uses no Bazel cache."""
         return ()
 
+    def bazel_user_dirs(self) -> tuple[str, ...]:
+        """Dirs in the Bazel cache volume that each build uid fills with its own tree
+        (Bazel's output user roots): made world-writable and sticky, never walked."""
+        return ()
+
+    def bazel_cache_layout(self) -> dict[str, str]:
+        """What this build keeps in the Bazel cache volume, by name (`builder cache stats`)."""
+        return {}
+
     def release_base(self, mirror: Path, sha: str) -> str:
         """The release number a nightly of this package dates (``X.Y.Z`` -> ``X.Y.Z.devDATE``);
         empty: it takes the number of the package it builds against."""

@@ -17,6 +17,12 @@ Followed (pytorch/xla master 41398bf, April 2026):
   which Bazel would not read anyway under --incompatible_strict_action_env.
 - an HTTP remote cache has no knob upstream (its remote_cache config names Google's
   grpcs:// service): that one line goes to ``~/.bazelrc``.
+- Bazel keeps its work on the cache volume: upstream's setup.py runs ``bazel build
+  TARGET`` plus build_util.py's flags and no startup option, so the output user root,
+  the output base and the repository cache reach Bazel the one way it reads them, rc
+  lines in ``~/.bazelrc`` (``bazel_cache_rc_lines``). Without them the output base is
+  under the container's temporary $HOME and every build fetches OpenXLA, LLVM and the
+  rest again and analyses from nothing.
 - Bazel needs a user name ($USER, bazelbuild/bazel#16500): set for any uid.
 """
 
@@ -43,6 +49,34 @@ from builder.recipes.xla_smoke import is_real_torch_xla, real_xla_wheels, smoke
 TORCH_CHECKOUT = f"{SOURCE_ROOT}/pytorch"  # the torch checkout torch_xla builds inside (pytorch/xla's layout)
 BAZEL_DISK_CACHE = f"{BAZEL_CACHE_MOUNT}/disk"
 BAZELISK_HOME = f"{BAZEL_CACHE_MOUNT}/bazelisk"
+# Downloads by sha256, shared by every build and uid (Bazel's repository cache is safe to share).
+BAZEL_REPOSITORY_CACHE = f"{BAZEL_CACHE_MOUNT}/repos"
+# Output user roots, one per build uid (as Bazel's default, ~/.cache/bazel/_bazel_$USER):
+# uid-N/ holds the install base and the output bases base-0, base-1, ... (one per
+# concurrent build: one Bazel server owns an output base at a time).
+BAZEL_OUTPUT_ROOTS = f"{BAZEL_CACHE_MOUNT}/root"
+
+
+def bazel_cache_rc_lines(roots: str = BAZEL_OUTPUT_ROOTS, repository_cache: str = BAZEL_REPOSITORY_CACHE,
+                         rc: str = '"$HOME/.bazelrc"') -> list[str]:
+    """Shell lines giving this build an output base of its own under ``roots`` and the
+    shared repository cache, as ``~/.bazelrc`` lines (pure: unit tested).
+
+    The output base is the first slot whose lock file this script can flock: the lock is
+    held on fd 9 by the build's shell, so until the container ends; a concurrent build
+    takes the next slot, and the next build after this one finds slot 0 free again, with
+    the external repositories fetched and the action cache of the last build in it."""
+    return [
+        f"bazel_root={shlex.quote(roots)}/uid-$(id -u)",
+        'mkdir -p "$bazel_root"',
+        "bazel_slot=0",
+        'while :; do exec 9>"$bazel_root/base-$bazel_slot.lock"; if flock -n 9; then break; fi; '
+        "bazel_slot=$((bazel_slot + 1)); done",
+        'echo "builder: Bazel output base $bazel_root/base-$bazel_slot, repository cache '
+        f'{repository_cache}"',
+        'printf "%s\\n" "startup --output_user_root=$bazel_root" "startup --output_base=$bazel_root/base-$bazel_slot" '
+        f'"common --repository_cache={repository_cache}" >> {rc}',
+    ]
 
 
 class XlaRecipe(Recipe):
@@ -103,7 +137,14 @@ class XlaRecipe(Recipe):
         return "torch" if requirements.bazel_workspace else ""
 
     def bazel_cache_dirs(self) -> tuple[str, ...]:
-        return (BAZEL_DISK_CACHE, BAZELISK_HOME)
+        return (BAZEL_DISK_CACHE, BAZELISK_HOME, BAZEL_REPOSITORY_CACHE)
+
+    def bazel_user_dirs(self) -> tuple[str, ...]:
+        return (BAZEL_OUTPUT_ROOTS,)
+
+    def bazel_cache_layout(self) -> dict[str, str]:
+        return {"disk cache": BAZEL_DISK_CACHE, "repository cache": BAZEL_REPOSITORY_CACHE,
+                "output user roots": BAZEL_OUTPUT_ROOTS, "bazelisk downloads": BAZELISK_HOME}
 
     def explain_log(self, log_text: str, requirements, cfg) -> str | None:  # noqa: ANN001
         return bazel_download_hint(log_text, requirements, cfg)
@@ -166,10 +207,12 @@ class XlaRecipe(Recipe):
         return "\n".join(lines) + "\n"
 
     def prepare_lines(self, ctx: BuildContext) -> list[str]:
-        lines = [f"mkdir -p {BAZEL_DISK_CACHE} {BAZELISK_HOME}"]
+        lines = [f"mkdir -p {BAZEL_DISK_CACHE} {BAZELISK_HOME} {BAZEL_REPOSITORY_CACHE}"]
+        if ctx.bazel_version:  # a Bazel build (not a plain cpp extension): its own output base
+            lines += bazel_cache_rc_lines()
         rc = self.bazelrc(ctx)
         if rc:
-            lines.append(f'printf %s {shlex.quote(rc)} > "$HOME/.bazelrc"')
+            lines.append(f'printf %s {shlex.quote(rc)} >> "$HOME/.bazelrc"')
         return lines + super().prepare_lines(ctx)
 
     def own_smoke(self, run: SmokeRun) -> tuple[str, dict] | None:

@@ -132,7 +132,7 @@ def _build_package(engine: Engine, cfg: Config, index: DirectoryIndex, planned: 
     check_disk(Path(cfg.data_dir), cfg.build.min_free_disk_gib)
     mounts = prepare_ccache(engine, cfg, setting.deps.tag, index.root,
                             prepare_bazel_cache(engine, cfg, setting.deps.tag if recipe.bazel_cache_dirs() else "",
-                                                recipe.bazel_cache_dirs()))
+                                                recipe.bazel_cache_dirs(), recipe.bazel_user_dirs()))
     note(f"{recipe.project}: {planned.source.describe()}, checking out ...")
     tree = check_out(cfg, recipe, planned.source)
     checkout_tree = None

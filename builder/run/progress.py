@@ -1,5 +1,7 @@
 """Progress of a run: timed lines on a non-terminal (with GitHub Actions folds), a live
-bar per compile step on a terminal, fed by ninja's ``[N/M]`` status lines in the build log."""
+bar per compile step on a terminal, fed by ninja's ``[N/M]`` status lines in the build log,
+and the same for git's clones and fetches of the mirrors (objects, MB, rate: git's own
+``--progress`` figures, builder.source.gitprogress)."""
 
 from __future__ import annotations
 
@@ -11,6 +13,8 @@ from typing import IO
 
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+from builder.source.gitprogress import FetchStatus
 
 _NINJA = re.compile(r"^\[(\d+)/(\d+)\] ", re.M)
 _STEP_START = re.compile(r"^(\S+): building in ")
@@ -60,6 +64,9 @@ class Reporter:
         self._bar: Progress | None = None
         self._tasks: dict[str, int] = {}
         self._last_line: dict[str, int] = {}
+        self._fetch_bar: Progress | None = None
+        self._fetch_tasks: dict[tuple[str, str], int] = {}
+        self._fetch_shown: dict[str, tuple[str, int]] = {}  # label -> (phase, tenth) last printed
 
     def note(self, text: str) -> None:
         end = _STEP_END.match(text)
@@ -92,7 +99,39 @@ class Reporter:
             self._last_line[label] = tenth
             self._print(f"{label}: compiled {done}/{total}")
 
+    def fetch(self, label: str, status: FetchStatus | None) -> None:
+        """One progress line of a clone or fetch (None: it ended). A terminal gets a bar per
+        phase (objects, with the MB and the rate git reports); anything else a timed line
+        when a phase starts and at each tenth of it."""
+        if status is None:
+            self._fetch_shown.pop(label, None)
+            if self._fetch_bar is not None:
+                self._fetch_bar.stop()
+                self._fetch_bar, self._fetch_tasks = None, {}
+            return
+        if self.live:
+            if self._fetch_bar is None:
+                self._fetch_bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                           TextColumn("{task.fields[transfer]}"), TimeElapsedColumn(),
+                                           console=self.console, transient=True)
+                self._fetch_bar.start()
+            key = (label, status.phase)
+            if key not in self._fetch_tasks:
+                self._fetch_tasks[key] = self._fetch_bar.add_task(f"{label}: {status.phase.lower()}",
+                                                                  total=status.total or None, transfer="")
+            transfer = f"{status.size} | {status.rate}" if status.rate else status.size
+            self._fetch_bar.update(self._fetch_tasks[key], completed=status.done, total=status.total or None,
+                                   transfer=transfer)
+            return
+        tenth = status.done * 10 // status.total if status.total else 0
+        shown = self._fetch_shown.get(label)
+        if shown is None or shown[0] != status.phase or tenth > shown[1]:
+            self._fetch_shown[label] = (status.phase, tenth)
+            self._print(f"{label}: {status.describe()}")
+
     def close(self) -> None:
+        if self._fetch_bar is not None:
+            self._fetch_bar.stop()
         if self._bar is not None:
             self._bar.stop()
         if self._open_group:

@@ -7,6 +7,7 @@ wheel in the index."""
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import uuid
@@ -87,6 +88,41 @@ def test_only_xla_changed_rebuilds_xla_and_reuses_the_torch_built_earlier(env, f
     assert "torch: building" not in stderr  # no torch compile step ran
 
 
+def bazel_record(index, filename):
+    """The fake Bazel's record of a build (shipped in the wheel): its '#' lines."""
+    with zipfile.ZipFile(index / "files" / filename) as wheel:
+        return wheel.read("torch_xla/bazel_options.txt").decode()
+
+
+def test_a_second_build_reuses_bazels_output_base_and_fetches_nothing(env, first):
+    """The output base and the repository cache live on the Bazel cache volume: a build
+    after a one-file change finds the external repositories in the output base (nothing
+    downloaded, the analysis and action cache of the last build there), and `builder
+    cache stats` shows the trees."""
+    index = env["root"] / "data" / "index"
+    uid = os.getuid()
+    base = f"/bazel-cache/root/uid-{uid}/base-0"
+    cold = bazel_record(index, first[0]["xla"]["filename"])
+    assert f"# startup: --output_user_root=/bazel-cache/root/uid-{uid}\n" in cold
+    assert f"# startup: --output_base={base}\n" in cold
+    assert f"# output base: {base} (new)\n" in cold
+    assert "# repository cache: /bazel-cache/repos\n" in cold and "--repository_cache=/bazel-cache/repos" in cold
+    assert "# external @com_nlohmann_json: downloaded\n# external @xla: downloaded\n" in cold
+    commit_change(env["fakexla"], "torch_xla/csrc/xla_kernel_004.cpp")
+    after, _ = wheels(env["cfg"], "--xla", "main")
+    assert after["xla"]["status"] == "built"
+    warm = bazel_record(index, after["xla"]["filename"])
+    assert re.search(rf"^# output base: {base} \(reused after \d+ builds\)$", warm, re.M), warm
+    assert ("# external @com_nlohmann_json: up to date in the output base\n"
+            "# external @xla: up to date in the output base\n") in warm
+    assert "downloaded" not in warm
+    done = run_builder("cache", "stats", "--json", config=env["cfg"])
+    assert done.returncode == 0, done.stderr
+    sizes = json.loads(done.stdout)["bazel"]["sizes_bytes"]
+    assert set(sizes) == {"disk cache", "repository cache", "output user roots", "bazelisk downloads"}
+    assert all(sizes[name] > 0 for name in sizes), sizes
+
+
 @pytest.fixture(scope="module")
 def prebuilt(env, first):
     """The torch wheel built first, imported into a second data dir's index: a prebuilt torch."""
@@ -128,3 +164,9 @@ def test_any_uid_builds_xla(env, prebuilt):
     cfg.write_text(env["prebuilt"].read_text() + '[build]\nuser = "4242:4242"\n')
     built, _ = wheels(cfg, "--torch", prebuilt, "--xla", "main")
     assert built["xla"]["status"] == "built"  # the fake Bazel, like Bazel, fails without a user name
+    # its own output user root (uid-4242), a new output base, and the shared repository
+    # cache: what declares a sha256 is found there; OpenXLA, declared without one as upstream
+    # declares it, is downloaded again
+    record = bazel_record(env["root"] / "data-prebuilt" / "index", built["xla"]["filename"])
+    assert "# output base: /bazel-cache/root/uid-4242/base-0 (new)\n" in record
+    assert "# external @com_nlohmann_json: repository cache hit\n# external @xla: downloaded\n" in record

@@ -265,11 +265,12 @@ def test_cache_stats_keeps_the_last_wheel_whole(tmp_path, columns):
     cfg = Config(data_dir=str(tmp_path))
     wheel = "-".join(TORCH[:2]) + f"-{TORCH[2]}.whl"
     record_last_build(cfg, "torch", wheel, CacheStats(direct_hits=5510, preprocessed_hits=3, misses=41))
-    data = stats_data(cfg, PRINT_STATS)
+    data = stats_data(cfg, PRINT_STATS, {"disk": 3 * 1024 ** 2})
     assert data == {"cache": cfg.cache.ccache, "size_bytes": 1843200 * 1024, "files": 11046,
                     "overall": {"hits": 5513, "direct_hits": 5510, "misses": 41, "hit_rate": 0.9926,
                                 "remote_hits": 12, "remote_errors": 0},
-                    "last_build": json.loads((tmp_path / "cache-last.json").read_text())}
+                    "last_build": json.loads((tmp_path / "cache-last.json").read_text()),
+                    "bazel": {"cache": cfg.cache.bazel, "sizes_bytes": {"disk": 3 * 1024 ** 2}}}
     text = printed(columns, lambda console: print_stats(data, console))
     check_lines(text, columns, [wheel])
     lines = text.splitlines()
@@ -277,7 +278,8 @@ def test_cache_stats_keeps_the_last_wheel_whole(tmp_path, columns):
     if columns == 80:
         assert lines[1:] == ["figure      value", "size        1800.0 MiB", "files       11046",
                              "overall     5513 hits / 41 misses (99%)",
-                             "last build  99% hits (5510 direct, 41 misses)", f"last wheel  {wheel}"]
+                             "last build  99% hits (5510 direct, 41 misses)", f"last wheel  {wheel}",
+                             f"bazel disk  3.0 MiB ({cfg.cache.bazel})"]
     else:
         assert BOX in text and f"│ last wheel │ {wheel} │" in text
 

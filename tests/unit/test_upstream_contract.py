@@ -5,6 +5,7 @@ recipes must use exactly its env, command and file rows, and the fixtures must c
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -43,7 +44,7 @@ def test_every_row_names_its_upstream_source():
     assert rows(), "the table has no rows"
     for recipe, kind, name, source in rows():
         # wheel / rule: what a prebuilt-only recipe reads from upstream's wheel (torch_tpu)
-        assert kind in {"env", "command", "file", "version", "layout", "wheel", "rule"}, (recipe, kind)
+        assert kind in {"env", "command", "file", "version", "layout", "rc", "wheel", "rule"}, (recipe, kind)
         assert kind not in {"wheel", "rule"} or RECIPES[recipe].prebuilt_only, (recipe, kind)
         assert re.search(r"pytorch|CMake|scikit-build|reproducible|fixture|bazelisk|Bazel|torch_tpu", source), \
             (recipe, name, source)
@@ -53,6 +54,15 @@ def test_every_row_names_its_upstream_source():
 def test_recipe_env_is_exactly_the_table(name):
     recipe = RECIPES[name]
     assert set(recipe.env(full_context())) == listed(name, "env")
+
+
+@pytest.mark.parametrize("name", BUILT)
+def test_recipe_bazelrc_lines_are_exactly_the_table(name):
+    """What a recipe writes to ~/.bazelrc (upstream reads Bazel options from rc files and
+    its own env knobs only): each option once in the table, with why."""
+    script = RECIPES[name].script(replace(full_context(), bazel_remote="http://127.0.0.1:9/bazel"))
+    written = set(re.findall(r"(?:^|\n|[\"'])((?:startup|common|build) --[a-z_]+)", script))
+    assert written == listed(name, "rc")
 
 
 @pytest.mark.parametrize("name", BUILT)
