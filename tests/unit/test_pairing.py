@@ -211,3 +211,9 @@ def test_standards_messages_exactly():
     assert info.value.message == (
         f"torch main ({'a' * 12}) needs C++20 (CMakeLists.txt, its headers), but xla master ({'b' * 12}) compiles "
         "with C++17 (.bazelrc): this pair cannot be compiled, --torch-unpinned or not")
+
+
+def test_check_requirements_without_a_place_has_no_prefix():
+    with pytest.raises(ConfigError) as info:
+        check_requirements(["torch==2.8.0", "torch_xla==2.9.0"])
+    assert info.value.message == "torch_xla 2.9.0 is built for torch 2.9.*, not torch 2.8.0"
