@@ -22,6 +22,13 @@ def repos(tmp_path):
     return {"cfg": cfg, **repos}
 
 
+def error_line(done) -> str:
+    """The run's last stderr line: the error (mirror clone progress lines come before it)."""
+    lines = done.stderr.strip().splitlines()
+    assert [ln for ln in lines if ln.startswith("error:")] == lines[-1:], done.stderr  # one error, last
+    return lines[-1]
+
+
 def head(repo) -> str:
     return subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
                           check=True).stdout.strip()
@@ -72,7 +79,7 @@ def test_torch_main_with_xla_main_is_refused_for_its_cxx_standard(repos, extra):
     torch_sha, xla_sha = head(repos["faketorch"]), head(repos["fakexla"])
     done = run_builder("wheels", "--torch", "main", "--xla", "main", *extra, "--dry-run", config=repos["cfg"])
     assert done.returncode == 2, done.stderr
-    assert done.stderr.strip() == (
+    assert error_line(done) == (
         f"error: torch main ({torch_sha[:12]}) needs C++20 (CMakeLists.txt, its headers), but xla master "
         f"({xla_sha[:12]}) compiles with C++17 (.bazelrc): this pair cannot be compiled, --torch-unpinned or not; "
         + COMMANDS_THAT_WORK)
@@ -96,7 +103,7 @@ def test_torch_other_than_the_pin_is_refused_then_accepted_with_the_override(rep
     xla_sha = head(repos["fakexla"])
     done = run_builder("wheels", "--torch", "dev", "--xla", "master", "--dry-run", config=repos["cfg"])
     assert done.returncode == 2
-    assert done.stderr.strip() == (
+    assert error_line(done) == (
         f"error: --torch dev is {moved[:12]}, but xla master ({xla_sha[:12]}) pins torch {pinned} in .torch_commit; "
         "drop --torch to build the pinned torch, or add --torch-unpinned to build against dev anyway")
     done = run_builder("wheels", "--torch", "dev", "--xla", "master", "--torch-unpinned", "--dry-run",
@@ -112,7 +119,7 @@ def test_unpinned_torch_of_another_series_than_the_pin_is_refused(repos):
     done = run_builder("wheels", "--torch", "next", "--xla", "master", "--torch-unpinned", "--dry-run",
                        config=repos["cfg"])
     assert done.returncode == 2
-    assert done.stderr.strip() == (
+    assert error_line(done) == (
         f"error: xla master ({head(repos['fakexla'])[:12]}) with torch next ({bumped[:12]}): torch 2.100.0a0 is not "
         f"of the 2.99 series xla builds against (its .torch_commit names {pinned[:12]}, version 2.99.0a0); use a "
         "torch 2.99 commit, or drop --torch to build the pinned one")
@@ -122,7 +129,7 @@ def test_unpinned_torch_of_another_series_than_the_pin_is_refused(repos):
 def test_prebuilt_torch_past_the_last_xla_release_is_refused_naming_it(repos):
     done = run_builder("wheels", "--torch", "2.10.0", "--xla", "2.9.0", "--dry-run", config=repos["cfg"])
     assert done.returncode != 0
-    assert done.stderr.strip() == ("error: torch_xla 2.9.0 is built for torch 2.9.*, not torch 2.10.0; use torch "
+    assert error_line(done) == ("error: torch_xla 2.9.0 is built for torch 2.9.*, not torch 2.10.0; use torch "
                                    "2.9.0 (e.g. --torch 2.9.0); torch_xla 2.9.0 is the last release (none exists "
                                    "for torch 2.10)")
 
@@ -134,7 +141,7 @@ def test_source_torch_with_a_prebuilt_xla_version_is_paired_at_plan_time(repos):
     sha = head(repos["faketorch"])
     done = run_builder("wheels", "--torch", "main", "--xla", "2.9.0", "--dry-run", config=repos["cfg"])
     assert done.returncode != 0, done.stderr
-    assert done.stderr.strip().startswith(
+    assert error_line(done).startswith(
         f"error: torch main ({sha[:12]}, version {version}): torch_xla 2.9.0 is built for torch 2.9.*, "
         f"not torch {version}; use torch 2.9.0"), done.stderr
     assert not (repos["cfg"].parent / "data" / "index").exists()  # nothing fetched or built
