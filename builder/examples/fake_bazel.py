@@ -747,8 +747,9 @@ def main(argv: list[str]) -> int:
         build = Build(workspace, settings, base)
         build.build(targets)
         count_file.write_text(str(earlier + 1))
-        write_options(build.execroot / build.bin / "bazel_options.txt", argv, rcs, options, workspace, build.toolchain,
-                      state)
+        # the cache state (output base, fetches) goes to the log only: in the wheel it would
+        # make the bytes depend on what the caches held, which real Bazel's outputs do not
+        write_options(build.execroot / build.bin / "bazel_options.txt", argv, rcs, options, workspace, build.toolchain)
         link = Path(settings.symlink_prefix + "bin")
         if not link.is_absolute():
             link = workspace / link

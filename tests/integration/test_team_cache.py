@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.examples import write_example_repo
+from builder.examples import commit_change, write_example_repo
 from tests.conftest import run_builder, write_config
 
 pytestmark = pytest.mark.docker
@@ -181,9 +181,14 @@ def test_cache_dir_not_writable_is_a_clear_error_and_read_only_mode_works(team, 
 
 
 def test_one_http_cache_backs_ccache_and_bazel(team, first, http_cache):
-    """A third machine: empty local cache, ccache over HTTP, and XLA's Bazel cache on the same server."""
+    """A third machine: empty local cache, ccache over HTTP, and XLA's Bazel cache on the same server.
+    torch is the team's main (C++20, as pytorch's): the fixture xla compiles as C++17 and
+    pins an older torch, so this team's xla is one that moved to C++20, built against main."""
     url = http_cache["url"]
-    done = build(team, "erin", "--xla", "main", "--xla-repo", f"file://{team['xla']}",
+    rc = team["xla"] / ".bazelrc"
+    if "-std=c++20" not in rc.read_text():
+        commit_change(team["xla"], ".bazelrc", rc.read_text().replace("--cxxopt=-std=c++17", "--cxxopt=-std=c++20"))
+    done = build(team, "erin", "--xla", "main", "--xla-repo", f"file://{team['xla']}", "--torch-unpinned",
                  "--ccache", f"volume:{team['volumes']['fresh2']}", "--ccache-remote", f"{url}/ccache",
                  "--bazel-cache", f"volume:{team['volumes']['bazel']}", "--bazel-remote-cache", f"{url}/bazel")
     stats = torch_stats(done)
