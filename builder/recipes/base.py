@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import json
 import shlex
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from builder.errors import ConfigError
 from builder.mounts import BAZEL_CACHE_MOUNT, CCACHE_MOUNT, INDEX_MOUNT, OUT_MOUNT, SOURCE_ROOT
@@ -266,6 +268,20 @@ def ccache_masquerade_lines() -> list[str]:
     gcc/g++ became alternatives), so the build makes its own."""
     links = " && ".join(f'ln -sf "$(command -v ccache)" "{CCACHE_MASQUERADE}/{name}"' for name in MASQUERADED)
     return [f'mkdir -p "{CCACHE_MASQUERADE}" && {links}', f'export PATH="{CCACHE_MASQUERADE}:$PATH"']
+
+
+def marked_json(text: str, marker: str) -> Any:
+    """The JSON a program printed after ``marker`` on its own line (the last valid one
+    wins), or None: how the smoke programs and xla-check's runner hand figures back."""
+    found = None
+    for line in text.splitlines():
+        at = line.find(marker)
+        if at >= 0:
+            try:
+                found = json.loads(line[at + len(marker):])
+            except ValueError:
+                continue
+    return found
 
 
 def pip_from_local_index(*requirements: str, target_home_dir: str = "") -> str:

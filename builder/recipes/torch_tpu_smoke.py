@@ -35,7 +35,7 @@ from builder.errors import BuildError
 from builder.files import atomic_write
 from builder.index.directory import DirectoryIndex
 from builder.index.wheelmeta import parse_filename
-from builder.recipes.base import SmokeRun
+from builder.recipes.base import SmokeRun, marked_json
 from builder.recipes.torch_tpu_pairing import ENTRY_POINT_GROUP, pair, read_tpu_wheel
 from builder.recipes.xla_smoke import ensure_image
 
@@ -136,15 +136,7 @@ def summary(figures: dict[str, Any]) -> str:
 
 
 def parse_figures(output: str) -> dict[str, Any] | None:
-    found = None
-    for line in output.splitlines():
-        at = line.find(MARKER)
-        if at >= 0:
-            try:
-                found = json.loads(line[at + len(MARKER):])
-            except ValueError:
-                continue
-    return found
+    return marked_json(output, MARKER)
 
 
 def smoke(run: SmokeRun, wheels: list[tuple[str, str]]) -> dict[str, Any]:

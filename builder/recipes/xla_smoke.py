@@ -34,7 +34,7 @@ from builder.errors import BuildError
 from builder.files import atomic_write
 from builder.index.directory import DirectoryIndex
 from builder.index.wheelmeta import parse_filename, requirement_of
-from builder.recipes.base import INDEX_MOUNT, pip_from_local_index
+from builder.recipes.base import INDEX_MOUNT, marked_json, pip_from_local_index
 
 STEPS = 6
 SMOKE_REPOSITORY = "builder/smoke"
@@ -143,17 +143,10 @@ class SmokeResult:
 # ------------------------------------------------------------------------ pure parts
 def parse_figures(output: str) -> SmokeFigures | None:
     """The figures from the program's marker line (the last one wins), or None."""
-    found = None
-    for line in output.splitlines():
-        at = line.find(MARKER)
-        if at >= 0:
-            try:
-                data = json.loads(line[at + len(MARKER):])
-            except ValueError:
-                continue
-            known = {k: v for k, v in data.items() if k in SmokeFigures.__dataclass_fields__}
-            found = SmokeFigures(**known)
-    return found
+    data = marked_json(output, MARKER)
+    if data is None:
+        return None
+    return SmokeFigures(**{k: v for k, v in data.items() if k in SmokeFigures.__dataclass_fields__})
 
 
 def verdict(figures: SmokeFigures, steps: int = STEPS) -> list[str]:

@@ -28,13 +28,13 @@ an ``error``.
 
 from __future__ import annotations
 
-import json
 import re
 from collections import Counter
 from dataclasses import asdict, dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
+from builder.recipes.base import marked_json
 from builder.xla.frequency import ERROR, INFO, REPEAT_MIN, WARNING, Frequency, at_least, of_count, of_events, steps_of
 from builder.xla.runner import MARKER
 
@@ -151,15 +151,7 @@ def parse_blocks(text: str) -> list[Block]:
 
 def parse_dump(text: str) -> dict[str, Any] | None:
     """The runner's JSON from its marker line (the last one), or None."""
-    found = None
-    for line in text.splitlines():
-        at = line.find(MARKER)
-        if at >= 0:
-            try:
-                found = json.loads(line[at + len(MARKER):])
-            except ValueError:
-                continue
-    return found
+    return marked_json(text, MARKER)
 
 
 def user_frame(frames: list[Frame], root: str = CONTAINER_ROOT) -> Frame | None:

@@ -73,20 +73,25 @@ def test_unknown_ref_far_from_every_name_has_no_guess(repo):
     assert info.value.hint == "name an existing branch, tag or a 40-hex SHA"
 
 
-@pytest.fixture()
-def master_repo(tmp_path):
-    """A repo like pytorch/xla: default branch master, no main, one release branch."""
-    path = tmp_path / "xla"
+def git_repo(path, default: str, *branches: str) -> tuple[str, str]:
+    """A one-commit repo with ``default`` as HEAD's branch and ``branches`` beside it."""
     env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
            "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin", "GIT_CONFIG_GLOBAL": "/dev/null"}
-    subprocess.run(["git", "init", "-q", "-b", "master", str(path)], check=True, env=env)
+    subprocess.run(["git", "init", "-q", "-b", default, str(path)], check=True, env=env)
     (path / "f").write_text("x")
     subprocess.run(["git", "-C", str(path), "add", "f"], check=True, env=env)
     subprocess.run(["git", "-C", str(path), "commit", "-qm", "m"], check=True, env=env)
-    subprocess.run(["git", "-C", str(path), "branch", "r2.9"], check=True, env=env)
+    for name in branches:
+        subprocess.run(["git", "-C", str(path), "branch", name], check=True, env=env)
     sha = subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True,
                          check=True).stdout.strip()
     return f"file://{path}", sha
+
+
+@pytest.fixture()
+def master_repo(tmp_path):
+    """A repo like pytorch/xla: default branch master, no main, one release branch."""
+    return git_repo(tmp_path / "xla", "master", "r2.9")
 
 
 def test_main_means_the_default_branch_when_there_is_no_main(master_repo):
@@ -241,16 +246,8 @@ def test_a_sha_is_taken_as_given_once_the_repo_answers(repo):
 
 
 def test_closest_names_are_at_most_three_joined_by_or(tmp_path):
-    path = tmp_path / "r"
-    env = {"GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
-           "GIT_COMMITTER_EMAIL": "t@t", "PATH": "/usr/bin:/bin", "GIT_CONFIG_GLOBAL": "/dev/null"}
-    subprocess.run(["git", "init", "-q", "-b", "main", str(path)], check=True, env=env)
-    (path / "f").write_text("x")
-    subprocess.run(["git", "-C", str(path), "add", "f"], check=True, env=env)
-    subprocess.run(["git", "-C", str(path), "commit", "-qm", "m"], check=True, env=env)
-    for name in ("r2.7", "r2.8", "r2.9", "r2.6"):
-        subprocess.run(["git", "-C", str(path), "branch", name], check=True, env=env)
+    url, _ = git_repo(tmp_path / "r", "main", "r2.7", "r2.8", "r2.9", "r2.6")
     with pytest.raises(RefError) as info:
-        resolve_ref(f"file://{path}", "r2.10")
+        resolve_ref(url, "r2.10")
     # four equally close names: the three difflib ranks first, joined by "or"
     assert info.value.hint == "did you mean r2.9 or r2.8 or r2.7? name an existing branch, tag or a 40-hex SHA"
