@@ -24,6 +24,7 @@ import docker.errors
 import requests
 
 from builder.errors import BuildError, DockerUnavailable
+from builder.files import pid_alive
 
 
 @dataclass
@@ -273,7 +274,7 @@ class Engine:
             return reaped
         for container in found:
             pid = container.labels.get("builder.pid", "")
-            if pid.isdigit() and not _alive(int(pid)):
+            if pid.isdigit() and not pid_alive(int(pid)):
                 with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
                     container.remove(force=True)
                     reaped.append((container.name, dict(container.labels)))
@@ -300,15 +301,6 @@ class Engine:
         with contextlib.suppress(docker.errors.NotFound):
             self.client.volumes.get(name).remove(force=True)
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _follow(container: Any, log: IO[str] | None) -> str:

@@ -140,3 +140,15 @@ def atomic_copy(src: Path | str, dst: Path | str, mode: int | None = None) -> st
 
 __all__ = ["CHUNK", "atomic_copy", "atomic_write", "copy_to_temp", "file_digests", "fsync_dir", "replace_durably",
            "sha256_file", "temp_beside"]
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process with this pid exists (another user's counts): how a temp dir or
+    work dir named after its writer's pid is known to be left behind."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

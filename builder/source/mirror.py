@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from builder.errors import FetchStalled, RefError
+from builder.files import pid_alive
 from builder.source.gitprogress import FetchStatus, fetch_options_now, run_network_git
 from builder.source.refs import GIT_TIMEOUT, git_env
 
@@ -103,7 +104,7 @@ def _clone(path: Path, url: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     for stale in path.parent.glob(f"{path.name}.partial-*"):  # left by a run that was killed
         pid = stale.name.rsplit("-", 1)[-1]
-        if not pid.isdigit() or not _alive(int(pid)):
+        if not pid.isdigit() or not pid_alive(int(pid)):
             shutil.rmtree(stale, ignore_errors=True)
     partial = path.with_name(f"{path.name}.partial-{os.getpid()}")
     shutil.rmtree(partial, ignore_errors=True)
@@ -119,15 +120,6 @@ def _clone(path: Path, url: str) -> None:
     finally:
         shutil.rmtree(partial, ignore_errors=True)
 
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def _set_refspecs(path: Path) -> None:
