@@ -115,7 +115,7 @@ class PrebuiltConfig:
 
     index_url: str = "https://pypi.org/simple"
     find_links: list[str] = field(default_factory=list)  # extra dirs/URLs searched first
-    download_cache: str = ""  # verified downloads kept for reruns; empty: <data_dir>/downloads
+    download_cache: str = ""  # verified downloads, the user's: empty: $XDG_CACHE_HOME/builder/downloads
 
 
 @dataclass(frozen=True)

@@ -5,13 +5,21 @@ The suite runs in a time zone far from UTC with a daylight-saving rule, set here
 any test module (or builder) is imported: reproducible output (wheel timestamps, dates
 in versions) must not depend on the machine's zone, and on a UTC machine a localtime()
 where gmtime() belongs would go unnoticed. The rule is America/Santiago's written out as
-a POSIX TZ string, so it needs no tzdata; subprocesses (the `builder` CLI) inherit it."""
+a POSIX TZ string, so it needs no tzdata; subprocesses (the `builder` CLI) inherit it.
+
+The user's caches are not the suite's: builder's download cache defaults to
+``$XDG_CACHE_HOME/builder/downloads`` (the user's), so the suite points XDG_CACHE_HOME at
+a directory of its own, removed at the end; pip's and uv's caches stay where they were
+(PIP_CACHE_DIR, UV_CACHE_DIR), so the suite's own installs are not made cold."""
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 
@@ -23,6 +31,13 @@ os.environ["TZ"] = TEST_TZ
 time.tzset()
 if time.timezone == 0 or not time.daylight:  # the C library ignored TZ: the suite would not test what it says
     raise RuntimeError(f"TZ={TEST_TZ} did not take effect (time.timezone={time.timezone})")
+
+_HOME_CACHE = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+os.environ.setdefault("PIP_CACHE_DIR", os.path.join(_HOME_CACHE, "pip"))
+os.environ.setdefault("UV_CACHE_DIR", os.path.join(_HOME_CACHE, "uv"))
+SUITE_CACHE = Path(tempfile.mkdtemp(prefix="builder-test-xdg-cache-"))
+os.environ["XDG_CACHE_HOME"] = str(SUITE_CACHE)
+atexit.register(shutil.rmtree, SUITE_CACHE, True)
 
 REPO = Path(__file__).resolve().parent.parent
 HOST_CA = os.environ.get("PIP_CERT") or "/etc/ssl/certs/ca-certificates.crt"
@@ -65,18 +80,24 @@ def bazel_mirror_url() -> str:
     per test process: bazelisk in the xla builds downloads the Bazel of fakexla's
     .bazelversion from it, as it would from releases.bazel.build."""
     if not _MIRROR:
-        import tempfile
-
         from builder.examples import BazelMirror
 
-        _MIRROR.append(BazelMirror(Path(tempfile.mkdtemp(prefix="builder-bazel-mirror-"))))
+        root = Path(tempfile.mkdtemp(prefix="builder-bazel-mirror-"))
+        _MIRROR.append(BazelMirror(root))
+        atexit.register(shutil.rmtree, root, True)
+        atexit.register(_MIRROR[0].close)  # runs first: the server stops, then its files go
     return _MIRROR[0].url
 
 
 def write_config(path: Path, data_dir: Path, extra: str = "") -> Path:
     """A builder.toml for tests: the host's CA bundle (so pip in containers reaches PyPI
     through this machine's TLS proxy), a private data dir, the test Bazel mirror, plus
-    ``extra`` TOML."""
+    ``extra`` TOML. Each config downloads into a cache of its own (``<data_dir>/downloads``)
+    unless ``extra`` names one: a test that counts downloads must not see another's."""
+    if "download_cache" not in extra:
+        own = f'download_cache = "{data_dir / "downloads"}"\n'
+        extra = (extra.replace("[prebuilt]\n", "[prebuilt]\n" + own, 1) if "[prebuilt]\n" in extra
+                 else extra + ("" if not extra or extra.endswith("\n") else "\n") + "[prebuilt]\n" + own)
     path.write_text(
         f'data_dir = "{data_dir}"\n'
         f"[base]\nimage = \"{BASE_TAG}\"\n"

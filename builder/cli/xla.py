@@ -73,7 +73,7 @@ def index_fetch(
     refresh: bool = typer.Option(False, "--refresh", help="Resolve against upstream even when the local index "
                                  "already satisfies the specs."),
     download_cache: str = typer.Option(None, "--download-cache", help="Verified downloads kept for reruns "
-                                       "(default: \\[prebuilt] download_cache, else <data_dir>/downloads)."),
+                                       "(default: \\[prebuilt] download_cache, else ~/.cache/builder/downloads)."),
     directory: Path | None = typer.Option(None, "--dir", help="Index directory (default: \\[index] dir)."),
     as_json: bool = typer.Option(False, "--json", help="Print the result as JSON on stdout."),
 ) -> None:
@@ -92,7 +92,7 @@ def index_fetch(
     check_requirements(requirements, "builder index fetch")  # a mismatched pair: refused before any download
     sources = sources_for(source, cfg.prebuilt.index_url, cfg.prebuilt.find_links)
     index = DirectoryIndex(cfg.index_dir)
-    cache = default_cache_dir(cfg.data_dir, cfg.prebuilt.download_cache)
+    cache = default_cache_dir(cfg.prebuilt.download_cache)
     with download_progress() as progress:
         result = fetch(requirements, index, cache, Interpreter.of(cfg), sources.index_url, list(sources.find_links),
                        deps=not no_deps, log=cfg.logs_dir / "fetch.log", refresh=refresh, progress=progress,

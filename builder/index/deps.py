@@ -126,7 +126,7 @@ def fetch_dependencies(cfg, index: DirectoryIndex, filenames: list[str], note: N
              "`builder index add`)")
     if not missing:
         return "dependencies: all in the index"
-    cache = default_cache_dir(cfg.data_dir, cfg.prebuilt.download_cache)
+    cache = default_cache_dir(cfg.prebuilt.download_cache)
     try:
         result = fetch(missing, index, cache, python, cfg.prebuilt.index_url, cfg.prebuilt.find_links,
                        log=cfg.logs_dir / "fetch-dependencies.log", progress=completion_notes(note), note=note)

@@ -1,9 +1,11 @@
-"""Downloading resolved wheels into a cache, each checked against its upstream sha256.
+"""Downloading resolved wheels into the user's download cache (builder.store), each
+checked against its upstream sha256.
 
 Every byte is hashed while it streams in (a mismatch deletes the partial file and
-fails); the file appears under its name only once complete and checked (a temporary
-file renamed by builder.files). A file from a local find-links dir has no upstream
-page: pip hashes it while resolving, and the copy is checked against that.
+fails); the file appears at its content path (``sha256/<hex>/<filename>``) only once
+complete and checked (a temporary file renamed by builder.files). A file from a local
+find-links dir has no upstream page: pip hashes it while resolving, and the copy is
+checked against that.
 
 Cached files carry a ``.sha256`` record written after their check, trusted while their
 size and mtime are unchanged, so a rerun neither downloads nor re-hashes gigabytes.
@@ -18,6 +20,7 @@ import os
 import threading
 import time
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlparse
@@ -26,6 +29,7 @@ from builder.console import Note
 from builder.errors import BuildError
 from builder.files import CHUNK, TEMP_PREFIX, TEMP_SUFFIX, atomic_write, replace_durably, sha256_file, temp_beside
 from builder.index.resolve import Pin
+from builder.store import DownloadStore, download_cache
 
 DOWNLOAD_RETRIES = 3
 
@@ -52,7 +56,10 @@ def _read_record(path: Path) -> dict[str, Any]:
 def _write_record(path: Path, sha256: str, url: str) -> None:
     stat = path.stat()
     record = {"sha256": sha256, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns, "url": url}
-    atomic_write(path.with_name(path.name + ".sha256"), json.dumps(record))
+    # The record only saves re-hashing: in a teammate's directory this uid may not write
+    # (a cache shared across groups); the file is then hashed again next time.
+    with contextlib.suppress(PermissionError):
+        atomic_write(path.with_name(path.name + ".sha256"), json.dumps(record))
 
 
 def cached_sha256(path: Path) -> str | None:
@@ -89,15 +96,42 @@ def _source(pin: Pin, session: Any) -> Iterator[tuple[Iterator[bytes], int | Non
         yield response.iter_content(CHUNK), int(length) if length and length.isdigit() else None
 
 
-def download(pin: Pin, cache_dir: Path, progress: Progress | None = None, session: Any = None) -> int:
-    """Download ``pin`` into ``cache_dir``, checking it against the upstream sha256 while
-    streaming; the file appears under its name only once complete and verified."""
-    dest = cache_dir / pin.filename
+@dataclass(frozen=True)
+class Downloaded:
+    path: Path  # the checked file at its content path
+    size: int
+
+
+def cached(pin: Pin, store: DownloadStore) -> Path | None:
+    """The checked file for ``pin`` in the cache, if there (a pin without a sha256 has no
+    content path: it is always downloaded). A file of the old flat layout
+    (``<cache>/<filename>``) whose hash matches is moved to its content path."""
+    if not pin.sha256:
+        return None
+    path = store.path(pin.sha256, pin.filename)
+    if cached_sha256(path) == pin.sha256:
+        return path
+    flat = store.root / pin.filename
+    if cached_sha256(flat) != pin.sha256:
+        return None
+    try:
+        store.make_dir(path.parent)
+        replace_durably(flat, path)
+    except OSError:  # not ours to move (a teammate's old cache): read it where it is
+        return flat
+    flat.with_name(flat.name + ".sha256").unlink(missing_ok=True)
+    _write_record(path, pin.sha256, pin.url)
+    return path
+
+
+def download(pin: Pin, store: DownloadStore, progress: Progress | None = None, session: Any = None) -> Downloaded:
+    """Download ``pin`` into ``store``, checking it against the upstream sha256 while
+    streaming; the file appears at its content path only once complete and verified."""
     last_error = ""
     for attempt in range(DOWNLOAD_RETRIES):
         digest = hashlib.sha256()
         size = 0
-        fd, part = temp_beside(dest)
+        fd, part = temp_beside(store.make_dir(store.parts) / pin.filename)
         try:
             with os.fdopen(fd, "wb") as out, _source(pin, session) as (chunks, total):
                 for chunk in chunks:
@@ -118,27 +152,30 @@ def download(pin: Pin, cache_dir: Path, progress: Progress | None = None, sessio
             raise BuildError(f"{pin.filename} from {pin.url} has sha256 {digest.hexdigest()}, "
                              f"but the upstream page says {pin.sha256}; the file was discarded",
                              "a proxy or mirror altered it, or the page is stale: retry, or use another --from")
+        dest = store.path(digest.hexdigest(), pin.filename)
         try:
             os.chmod(part, 0o644)
-            replace_durably(part, dest)
+            store.make_dir(dest.parent)
+            replace_durably(part, dest)  # a concurrent run's identical copy is simply replaced
         except BaseException:
             part.unlink(missing_ok=True)
             raise
         _write_record(dest, digest.hexdigest(), pin.url)
-        return size
+        return Downloaded(dest, size)
     raise BuildError(f"downloading {pin.filename} from {pin.url} failed after {DOWNLOAD_RETRIES} attempts: "
                      f"{last_error[:300]}")
 
 
-def default_cache_dir(data_dir: str | Path, configured: str = "") -> Path:
-    """``[prebuilt] download_cache``, else ``<data_dir>/downloads``."""
-    return Path(configured).expanduser() if configured else Path(data_dir).expanduser() / "downloads"
+def default_cache_dir(configured: str = "") -> Path:
+    """``[prebuilt] download_cache``, else the user's cache (builder.store)."""
+    return download_cache(configured)
 
 
-def remove_stale_parts(cache_dir: Path, older_than_s: float = 24 * 3600) -> None:
-    """Partial downloads left by a killed run (a finished one renames or deletes its own)."""
+def remove_stale_parts(store: DownloadStore, older_than_s: float = 24 * 3600) -> None:
+    """Partial downloads left by a killed run (a finished one renames or deletes its own);
+    a day old, so a concurrent run's download in progress is never taken."""
     now = time.time()
-    for part in cache_dir.glob(f"{TEMP_PREFIX}*{TEMP_SUFFIX}"):
+    for part in [*store.parts.glob(f"{TEMP_PREFIX}*{TEMP_SUFFIX}"), *store.root.glob(f"{TEMP_PREFIX}*{TEMP_SUFFIX}")]:
         try:
             if now - part.stat().st_mtime > older_than_s:
                 part.unlink()

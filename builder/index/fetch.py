@@ -28,7 +28,7 @@ from typing import Any, Literal
 from builder.console import Note
 from builder.errors import BuildError
 from builder.index.directory import AddResult, DirectoryIndex
-from builder.index.download import Progress, cached_sha256, download, remove_stale_parts
+from builder.index.download import Progress, cached, download, remove_stale_parts
 from builder.index.resolve import (
     Pin,
     Sources,
@@ -39,6 +39,7 @@ from builder.index.resolve import (
     write_resolution,
 )
 from builder.interpreter import Interpreter
+from builder.store import DownloadStore
 
 PARALLEL_DOWNLOADS = 4
 
@@ -114,14 +115,17 @@ def fetch(requirements: list[str], index: DirectoryIndex, cache_dir: Path, pytho
         write_resolution(recorded, requirements, pins)
     else:
         result.offline = True
-    cache_dir.mkdir(parents=True, exist_ok=True)
-    remove_stale_parts(cache_dir)
+    store = DownloadStore(cache_dir)
+    store.make_dir(cache_dir)
+    remove_stale_parts(store)
     plan: list[tuple[Pin, FetchStatus]] = []
+    paths: dict[str, Path] = {}
     for pin in pins:
         if pin.filename in in_index and (not pin.sha256 or in_index[pin.filename] == pin.sha256):
             plan.append((pin, "present"))
-        elif pin.sha256 and cached_sha256(cache_dir / pin.filename) == pin.sha256:
+        elif (found := cached(pin, store)) is not None:
             plan.append((pin, "cached"))
+            paths[pin.filename] = found
         else:
             plan.append((pin, "downloaded"))
     missing = [pin for pin, status in plan if status == "downloaded"]
@@ -132,14 +136,14 @@ def fetch(requirements: list[str], index: DirectoryIndex, cache_dir: Path, pytho
         import requests
 
         with requests.Session() as session, ThreadPoolExecutor(PARALLEL_DOWNLOADS) as pool:
-            futures = {pin.filename: pool.submit(download, pin, cache_dir, progress, session) for pin in missing}
+            futures = {pin.filename: pool.submit(download, pin, store, progress, session) for pin in missing}
             for name, future in futures.items():
-                sizes[name] = future.result()
+                done = future.result()
+                sizes[name], paths[name] = done.size, done.path
     for pin, status in plan:
         added = None
         if status != "present":
-            path = cache_dir / pin.filename
-            added = index.add(path, {"prebuilt": {"url": pin.url, "upstream_sha256": pin.sha256,
+            added = index.add(paths[pin.filename], {"prebuilt": {"url": pin.url, "upstream_sha256": pin.sha256,
                                                   "fetched": time.time()}})
             if pin.sha256 and added.sha256 != pin.sha256:  # pragma: no cover - the cache changed under us
                 raise BuildError(f"{pin.filename}: the index stored sha256 {added.sha256}, upstream says {pin.sha256}")

@@ -39,7 +39,7 @@ def ensure_prebuilt(cfg: Config, index: DirectoryIndex, project: str, version: s
     entry = find_prebuilt(index, project, version)
     if entry is None:
         note(f"{project} {version}: not in the local index, fetching it with its dependencies ...")
-        cache = default_cache_dir(cfg.data_dir, cfg.prebuilt.download_cache)
+        cache = default_cache_dir(cfg.prebuilt.download_cache)
         fetched = fetch([f"{project}=={version}"], index, cache, Interpreter.of(cfg), cfg.prebuilt.index_url,
                         cfg.prebuilt.find_links, deps=own_projects is None, log=cfg.logs_dir / f"fetch-{project}.log",
                         progress=completion_notes(note), note=note)

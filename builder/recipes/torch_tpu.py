@@ -30,7 +30,7 @@ from packaging.version import Version
 
 from builder.errors import BuildError, ConfigError, PackageIndexError
 from builder.index.directory import DirectoryIndex
-from builder.index.download import cached_sha256, default_cache_dir, download
+from builder.index.download import cached, default_cache_dir, download
 from builder.index.prebuilt import find_prebuilt
 from builder.index.resolve import Pin, Sources, resolve
 from builder.index.wheelmeta import normalize_name, parse_filename
@@ -47,6 +47,7 @@ from builder.recipes.torch_tpu_pairing import (
 )
 from builder.recipes.torch_tpu_smoke import SMOKE_CODE, smoke, tpu_wheels
 from builder.recipes.xla_pins import torch_source_version
+from builder.store import DownloadStore
 
 MAX_CANDIDATES = 8  # versions `latest` (and a refusal's hint) looks at, newest first
 
@@ -172,12 +173,9 @@ def wheel_file(cfg, index: DirectoryIndex, candidate: Candidate) -> Path:  # noq
     if candidate.local:
         return index.files_dir / candidate.filename
     assert candidate.pin is not None
-    cache = default_cache_dir(cfg.data_dir, cfg.prebuilt.download_cache)
-    cache.mkdir(parents=True, exist_ok=True)
-    path = cache / candidate.filename
-    if not candidate.pin.sha256 or cached_sha256(path) != candidate.pin.sha256:
-        download(candidate.pin, cache)
-    return path
+    store = DownloadStore(default_cache_dir(cfg.prebuilt.download_cache))
+    found = cached(candidate.pin, store)
+    return found if found is not None else download(candidate.pin, store).path
 
 
 def read(cfg, index: DirectoryIndex, candidate: Candidate) -> TpuWheel:  # noqa: ANN001 - Config

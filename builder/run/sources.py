@@ -18,12 +18,13 @@ from builder.source.buildreqs import BuildRequirements, merge, read_build_requir
 from builder.source.mirror import SourceTree, checkout, commit_time, update_mirror
 from builder.source.refs import ResolvedRef, is_version
 from builder.source.sdist import checkout_sdist, fetch_sdist, resolve_sdist, sdist_build_requirements, sdist_time
+from builder.store import DownloadStore, download_cache
 
 
-def sdist_cache(cfg: Config) -> Path:
-    """Verified sdists, by sha256: beside the prebuilt downloads (``[prebuilt] download_cache``)."""
-    base = Path(cfg.prebuilt.download_cache) if cfg.prebuilt.download_cache else Path(cfg.data_dir) / "downloads"
-    return base / "sdists"
+def sdist_cache(cfg: Config) -> DownloadStore:
+    """Verified sdists, by sha256: in the user's download cache with the prebuilt wheels
+    (builder.store; ``[prebuilt] download_cache`` moves it)."""
+    return DownloadStore(download_cache(cfg.prebuilt.download_cache))
 
 
 def resolve_source(cfg: Config, recipe: Recipe, spec: str, repo_url: Callable[[], str]) -> PackageSource:

@@ -38,6 +38,7 @@ from builder.source.buildreqs import (
     build_requirements,
 )
 from builder.source.mirror import SourceTree
+from builder.store import DownloadStore
 
 HTTP_TIMEOUT = 60
 MAX_SDIST_BYTES = 1 << 30  # an sdist larger than 1 GiB is not a source archive
@@ -134,9 +135,9 @@ def find_sdist(files: list[IndexFile], project: str, version: str) -> IndexFile 
     return None
 
 
-def resolve_sdist(project: str, version: str, index_url: str, cache_dir: Path) -> Sdist:
+def resolve_sdist(project: str, version: str, index_url: str, store: DownloadStore) -> Sdist:
     """Find ``project``'s sdist at ``version`` in the simple index at ``index_url`` and make
-    sure the verified file is in ``cache_dir`` (downloaded once: an entry whose hash
+    sure the verified file is in ``store`` (downloaded once: an entry whose hash
     matches is reused)."""
     files = project_files(index_url, project)
     found = find_sdist(files, project, version)
@@ -148,13 +149,13 @@ def resolve_sdist(project: str, version: str, index_url: str, cache_dir: Path) -
     if not _SHA256.match(found.sha256):
         raise BuildError(f"the package index gives no sha256 for {found.filename} ({found.url})",
                          "builder only builds sources it can check; use an index that publishes hashes")
-    path = cache_dir / found.sha256 / found.filename
+    path = store.path(found.sha256, found.filename)
     if not (path.is_file() and sha256_file(path) == found.sha256):
-        _download(found, path)
+        _download(found, path, store)
     return Sdist(project, version, found.url, found.sha256, path)
 
 
-def fetch_sdist(url: str, sha256: str, cache_dir: Path) -> Sdist:
+def fetch_sdist(url: str, sha256: str, store: DownloadStore) -> Sdist:
     """The sdist a build recorded (its URL and sha256: a manifest's source), from the cache
     or downloaded again and checked; project and version come from its file name."""
     filename = posixpath.basename(urlparse(url).path)
@@ -164,9 +165,9 @@ def fetch_sdist(url: str, sha256: str, cache_dir: Path) -> Sdist:
         raise BuildError(f"{url} does not name an sdist (name-version.tar.gz)") from None
     if not _SHA256.match(sha256):
         raise BuildError(f"{sha256!r} is not a sha256 (the recorded hash of {filename})")
-    path = cache_dir / sha256 / filename
+    path = store.path(sha256, filename)
     if not (path.is_file() and sha256_file(path) == sha256):
-        _download(IndexFile(filename, url, sha256), path)
+        _download(IndexFile(filename, url, sha256), path, store)
     return Sdist(str(name), str(version), url, sha256, path)
 
 
@@ -177,10 +178,10 @@ def _version_of(filename: str) -> str:
         return ""
 
 
-def _download(file: IndexFile, path: Path) -> None:
+def _download(file: IndexFile, path: Path, store: DownloadStore) -> None:
     """Download to a unique temp name beside ``path`` (builder.files), check size and
     hash, then rename it durably into place: a reader never sees half an sdist."""
-    path.parent.mkdir(parents=True, exist_ok=True)
+    store.make_dir(path.parent)
     digest = hashlib.sha256()  # hashed while it streams in, so the file is read once
     size = 0
     handle, tmp = temp_beside(path)
@@ -197,6 +198,7 @@ def _download(file: IndexFile, path: Path) -> None:
         if digest.hexdigest() != file.sha256:
             raise BuildError(f"{file.filename} from {file.url} has sha256 {digest.hexdigest()}, "
                              f"the index says {file.sha256}", "the download or the index is corrupt; not used")
+        os.chmod(tmp, 0o644)  # mkstemp's 0600 would hide it from a teammate sharing the cache
         replace_durably(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)

@@ -79,9 +79,11 @@ def upstream(tmp_path):
     return index
 
 
-def config_for(tmp_path, upstream: DirectoryIndex) -> Config:
-    return Config(data_dir=str(tmp_path / "data"),
-                  prebuilt=PrebuiltConfig(index_url=upstream.simple_url(), find_links=[]))
+def config_for(tmp_path, upstream: DirectoryIndex, data: str = "data", cache: str | None = "downloads") -> Config:
+    """A data dir of its own; its own download cache unless ``cache`` is None (the user's)."""
+    return Config(data_dir=str(tmp_path / data),
+                  prebuilt=PrebuiltConfig(index_url=upstream.simple_url(), find_links=[],
+                                          download_cache="" if cache is None else str(tmp_path / cache)))
 
 
 def names(index: DirectoryIndex) -> list[str]:
@@ -144,3 +146,24 @@ def test_a_failed_dependency_fetch_says_the_wheel_is_published(tmp_path, upstrea
                                  "or add with --no-deps")
     assert "fsspec" in log.read_text()  # pip's own output, kept
     assert names(index) == [wheel.name]  # the wheel stays published, nothing else came
+
+
+def test_a_fresh_data_dir_downloads_nothing_the_machine_has(tmp_path, upstream, monkeypatch):
+    """The download cache is the user's (XDG_CACHE_HOME), not the data dir's: a teammate's
+    or a second project's fresh data dir takes every file from it, checked by sha256, and
+    says so; the pip resolution is not asked again either."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    wheel = make_wheel(tmp_path / "w", "app", "1.0", requires=("absl-py",))
+    first_cfg, second_cfg = (config_for(tmp_path, upstream, data, cache=None) for data in ("one", "two"))
+    first, second = DirectoryIndex(tmp_path / "one" / "index"), DirectoryIndex(tmp_path / "two" / "index")
+    for index in (first, second):
+        index.add(wheel)
+    assert fetch_dependencies(first_cfg, first, [wheel.name], lambda _: None, own_projects=OWN).startswith(
+        "dependencies: 2 wheel(s): 2 downloaded (0 MB), 0 from the download cache, 0 already in the index")
+    stored = sorted(p.relative_to(tmp_path / "xdg") for p in (tmp_path / "xdg").rglob("*.whl"))
+    assert [str(p.parent.parent) for p in stored] == ["builder/downloads/sha256"] * 2
+    assert fetch_dependencies(second_cfg, second, [wheel.name], lambda _: None, own_projects=OWN).startswith(
+        "dependencies: 2 wheel(s): 0 downloaded (0 MB), 2 from the download cache, 0 already in the index "
+        "(upstream not asked)")
+    assert digests(second) == digests(first)
+    assert not (tmp_path / "one" / "downloads").exists() and not (tmp_path / "two" / "downloads").exists()

@@ -28,6 +28,7 @@ from builder.source.sdist import (
     sdist_time,
     unpack_sdist,
 )
+from builder.store import DownloadStore
 
 PYPROJECT = b'[build-system]\nrequires = ["setuptools>=64", "torch"]\nbuild-backend = "setuptools.build_meta"\n'
 
@@ -118,9 +119,11 @@ def index(tmp_path):
 def test_resolve_downloads_once_and_checks_the_hash(index, tmp_path):
     archive = good_sdist(tmp_path / "torch_spline_conv-1.2.2.tar.gz")
     index.publish("torch-spline-conv", archive)
-    cache = tmp_path / "cache"
+    cache = DownloadStore(tmp_path / "cache")
     found = resolve_sdist("torch-spline-conv", "1.2.2", index.url, cache)
-    assert found.sha256 == sha256(archive) and found.path == cache / found.sha256 / archive.name
+    assert found.sha256 == sha256(archive)
+    assert found.path == tmp_path / "cache" / "sha256" / found.sha256 / archive.name
+    assert found.path.stat().st_mode & 0o777 == 0o644  # readable by a teammate sharing the cache
     assert found.path.read_bytes() == archive.read_bytes()
     assert found.url == index.url + "torch-spline-conv/torch_spline_conv-1.2.2.tar.gz"
     again = resolve_sdist("Torch_Spline.Conv", "1.2.2.0", index.url, cache)  # names normalized, versions PEP 440
@@ -135,14 +138,15 @@ def test_resolve_reads_pep_691_json(index, tmp_path):
     folder = index.root / "simple" / "torch-spline-conv"
     (folder / "index.json").write_text(json.dumps({"files": [
         {"filename": archive.name, "url": archive.name, "hashes": {"sha256": sha256(archive)}}]}))
-    assert resolve_sdist("torch-spline-conv", "1.2.2", index.url, tmp_path / "cache").sha256 == sha256(archive)
+    found = resolve_sdist("torch-spline-conv", "1.2.2", index.url, DownloadStore(tmp_path / "cache"))
+    assert found.sha256 == sha256(archive)
 
 
 def test_a_wrong_hash_is_refused_and_nothing_is_cached(index, tmp_path):
     archive = good_sdist(tmp_path / "torch_spline_conv-1.2.2.tar.gz")
     index.publish("torch-spline-conv", archive, digest="ab" * 32)
     with pytest.raises(BuildError, match="the index says abab") as info:
-        resolve_sdist("torch-spline-conv", "1.2.2", index.url, tmp_path / "cache")
+        resolve_sdist("torch-spline-conv", "1.2.2", index.url, DownloadStore(tmp_path / "cache"))
     assert "\n" not in str(info.value)
     assert not [p for p in (tmp_path / "cache").rglob("*") if p.is_file()]
 
@@ -151,15 +155,15 @@ def test_missing_project_version_or_hash_are_one_line_errors(index, tmp_path):
     archive = good_sdist(tmp_path / "torch_spline_conv-1.2.2.tar.gz")
     index.publish("torch-spline-conv", archive)
     with pytest.raises(ConfigError, match="has no project 'nope'"):
-        resolve_sdist("nope", "1.0", index.url, tmp_path / "cache")
+        resolve_sdist("nope", "1.0", index.url, DownloadStore(tmp_path / "cache"))
     with pytest.raises(ConfigError, match="torch-spline-conv 9.9 has no sdist") as info:
-        resolve_sdist("torch-spline-conv", "9.9", index.url, tmp_path / "cache")
+        resolve_sdist("torch-spline-conv", "9.9", index.url, DownloadStore(tmp_path / "cache"))
     assert "sdists there: 1.2.2" in str(info.value)
     with pytest.raises(ConfigError, match="is not a version"):
-        resolve_sdist("torch-spline-conv", "main", index.url, tmp_path / "cache")
+        resolve_sdist("torch-spline-conv", "main", index.url, DownloadStore(tmp_path / "cache"))
     index.publish("torch-spline-conv", archive, digest="")
     with pytest.raises(BuildError, match="no sha256"):
-        resolve_sdist("torch-spline-conv", "1.2.2", index.url, tmp_path / "cache")
+        resolve_sdist("torch-spline-conv", "1.2.2", index.url, DownloadStore(tmp_path / "cache"))
 
 
 def test_find_sdist_takes_only_sdists_of_that_project_and_version():
@@ -287,9 +291,10 @@ def test_checkout_gives_a_source_tree_like_a_commits(tmp_path, tar_filter):
 def test_fetch_a_recorded_sdist_by_url_and_hash(index, tmp_path):
     archive = good_sdist(tmp_path / "torch_spline_conv-1.2.2.tar.gz")
     index.publish("torch-spline-conv", archive)
-    url, digest, cache = index.url + "torch-spline-conv/" + archive.name, sha256(archive), tmp_path / "cache"
+    url, digest, cache = index.url + "torch-spline-conv/" + archive.name, sha256(archive), DownloadStore(tmp_path / "c")
     found = fetch_sdist(url, digest, cache)
-    assert (found.project, found.version, found.path) == ("torch-spline-conv", "1.2.2", cache / digest / archive.name)
+    assert (found.project, found.version, found.path) == ("torch-spline-conv", "1.2.2",
+                                                          tmp_path / "c" / "sha256" / digest / archive.name)
     assert fetch_sdist(url, digest, cache) == found
     assert index.hits["/simple/torch-spline-conv/" + archive.name] == 1  # the second came from the cache
     with pytest.raises(BuildError, match="the index says"):

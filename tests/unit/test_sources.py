@@ -12,7 +12,7 @@ from builder.errors import ConfigError
 from builder.index.directory import DirectoryIndex
 from builder.recipes import get_recipe
 from builder.run.graph import PackageRequest, Request, resolve
-from builder.run.sources import check_out, resolve_source, sdist_cache, source_requirements, source_time
+from builder.run.sources import check_out, resolve_source, source_requirements, source_time
 from builder.run.wheelplan import BUILD, PREBUILT, plan_wheels
 from builder.settings import PrebuiltConfig
 from tests.helpers_wheels import make_wheel
@@ -34,7 +34,7 @@ def served(tmp_path):
 
 def config(tmp_path: Path, served: Index) -> Config:
     return Config(data_dir=str(tmp_path / "data"), packages={"spline": SPLINE},
-                  prebuilt=PrebuiltConfig(index_url=served.url))
+                  prebuilt=PrebuiltConfig(index_url=served.url, download_cache=str(tmp_path / "downloads")))
 
 
 def test_an_sdist_recipes_version_is_its_sdist(tmp_path, served):
@@ -42,7 +42,8 @@ def test_an_sdist_recipes_version_is_its_sdist(tmp_path, served):
     recipe = get_recipe("spline", cfg)
     source = resolve_source(cfg, recipe, "1.2.2", lambda: pytest.fail("an sdist has no repository"))
     digest = sha256(served.archive)
-    assert source.sdist is not None and source.sdist.path == sdist_cache(cfg) / digest / served.archive.name
+    assert source.sdist is not None
+    assert source.sdist.path == tmp_path / "downloads" / "sha256" / digest / served.archive.name
     assert (source.ref.ref, source.ref.sha) == ("1.2.2", digest)  # type: ignore[union-attr]
     assert source.describe() == f"sdist torch-spline-conv 1.2.2 (sha256 {digest[:12]})"
     with pytest.raises(ConfigError, match="named by a version"):
