@@ -112,6 +112,7 @@ def fetch(requirements: list[str], index: DirectoryIndex, cache_dir: Path, pytho
             return result
     if pins is None:
         pins = resolve(requirements, python, sources, deps, log)
+        DownloadStore(cache_dir).make_dir(recorded.parent)  # shared like the files (builder.store)
         write_resolution(recorded, requirements, pins)
     else:
         result.offline = True

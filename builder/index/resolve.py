@@ -13,6 +13,7 @@ request), so a rerun asks nobody.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
@@ -165,6 +166,9 @@ def read_resolution(path: Path) -> list[Pin] | None:
 
 
 def write_resolution(path: Path, requirements: list[str], pins: list[Pin]) -> None:
+    """Record a resolution for next time; a shared cache this uid may not write in (a
+    teammate's, outside the group) only means upstream is asked again next time."""
     path.parent.mkdir(parents=True, exist_ok=True)
-    atomic_write(path, json.dumps({"requirements": requirements, "resolved": time.time(),
-                                   "pins": [asdict(p) for p in pins]}, indent=1))
+    with contextlib.suppress(PermissionError):
+        atomic_write(path, json.dumps({"requirements": requirements, "resolved": time.time(),
+                                       "pins": [asdict(p) for p in pins]}, indent=1))
