@@ -144,6 +144,14 @@ def _tool(name: str) -> str:
     return path
 
 
+def make_server_token(dist_bin: str, addr: str, key: str) -> str:
+    """The scheduler's JWT for the build server at ``addr``. The key is base64url, so it may
+    begin with '-': it goes as ``--secret-key=KEY``, which clap never reads as a flag (one
+    key in 64 made `dist up` fail with "unexpected argument '-z'")."""
+    return subprocess.run([dist_bin, "auth", "generate-jwt-hs256-server-token", "--server", addr,
+                           f"--secret-key={key}"], capture_output=True, text=True, check=True).stdout.strip()
+
+
 def up(root: Path, servers: int = 2, cpus_per_server: int = 0) -> Cluster:
     """Start a scheduler and ``servers`` build servers on 127.0.0.1 (needs root for the
     servers' bubblewrap overlay builder). ``cpus_per_server`` > 0 pins each server to that
@@ -170,9 +178,7 @@ def up(root: Path, servers: int = 2, cpus_per_server: int = 0) -> Cluster:
     for i in range(servers):
         port = free_port()
         addr = f"127.0.0.1:{port}"
-        server_token = subprocess.run([dist_bin, "auth", "generate-jwt-hs256-server-token", "--server", addr,
-                                       "--secret-key", key], capture_output=True, text=True,
-                                      check=True).stdout.strip()
+        server_token = make_server_token(dist_bin, addr, key)
         conf = root / f"server-{i}.conf"
         (root / f"server-{i}" / "cache").mkdir(parents=True, exist_ok=True)
         atomic_write(conf, f'cache_dir = "{root / f"server-{i}" / "cache"}"\npublic_addr = "{addr}"\n'
