@@ -36,6 +36,8 @@ def print_report(report: RunReport, console: Console) -> None:
     if report.smoke_figures:
         notes.append(f"smoke ({report.smoke}): {report.smoke_figures['summary']}")
     notes += [f"note: {said}" for said in plan_notes(report)]
+    if report.phases.seconds:
+        notes.append(f"time: {report.phases.summary(report.seconds)}")
     if report.trace:
         notes.append(f"trace: {report.trace} (open in https://ui.perfetto.dev)")
     print_table(console, ("step", "key", "status", "seconds", "ccache", "sha256", "wheel"), rows, long="wheel",
@@ -70,6 +72,7 @@ def report_json(report: RunReport) -> dict:
                     "dist": o.dist or None} for o in report.steps],
         "plan": report.plan.as_dict() if report.plan else None,
         "plan_deviations": planned_statuses_match(report.plan, report) if report.plan else [],
+        "phases": report.phases.as_dict(),
     }
 
 

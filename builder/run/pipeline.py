@@ -33,6 +33,7 @@ from builder.index.directory import DirectoryIndex
 from builder.recipes import built_projects, get_recipe
 from builder.recipes.base import Recipe
 from builder.report import profile
+from builder.report.phases import Phases
 from builder.report.trace import write_trace
 from builder.repro.manifest import PROVENANCE_TOOLS, ImageRef, Provenance
 from builder.resources import choose_jobs
@@ -66,6 +67,7 @@ class RunReport:
     trace: Path | None = None  # Chrome trace of the run (builder.report.profile.trace_events)
     timeline: list[tuple[str, float, float, str]] = field(default_factory=list)  # steps: label, start, s, status
     plan: WheelPlan | None = None
+    phases: Phases = field(default_factory=Phases)  # where the wall time went (builder.report.phases)
 
 
 def plan_request(cfg: Config, request: Request, note: Note, engine: Engine | None) -> WheelPlan:
@@ -110,31 +112,35 @@ class StepSetting:
 
 def build_package(engine: Engine, cfg: Config, index: DirectoryIndex, planned: PlannedWheel, plan: WheelPlan,
                   setting: StepSetting, against: list[Against], note: Note, provenance: Provenance,
-                  progress: StepProgress | None = None) -> StepOutcome:
+                  progress: StepProgress | None = None, phases: Phases | None = None) -> StepOutcome:
     """Reuse the wheel whose key is in the index, else check out and compile (one run per
     package and data dir at a time)."""
     with one_run_per_package(cfg, planned.name, note):
-        return _build_package(engine, cfg, index, planned, plan, setting, against, note, provenance, progress)
+        return _build_package(engine, cfg, index, planned, plan, setting, against, note, provenance, progress,
+                              phases or Phases())
 
 
 def _build_package(engine: Engine, cfg: Config, index: DirectoryIndex, planned: PlannedWheel, plan: WheelPlan,
                    setting: StepSetting, against: list[Against], note: Note, provenance: Provenance,
-                   progress: StepProgress | None) -> StepOutcome:
+                   progress: StepProgress | None, phases: Phases) -> StepOutcome:
     from builder.caches.dist import free_port
 
     recipe, ref, requirements = get_recipe(planned.name, cfg), planned.source.ref, planned.requirements
     assert ref is not None and requirements is not None
-    inputs = step_inputs(cfg, recipe, planned.source, requirements, setting.deps.image_id, setting.deps.key, against,
-                         plan.resolved.inputs, index, setting.jobs, free_port() if setting.dist else 0)
-    reused = find_reusable(index, recipe, inputs.key, ref.sha)
+    with phases.time("wheel key"):
+        inputs = step_inputs(cfg, recipe, planned.source, requirements, setting.deps.image_id, setting.deps.key,
+                             against, plan.resolved.inputs, index, setting.jobs, free_port() if setting.dist else 0)
+        reused = find_reusable(index, recipe, inputs.key, ref.sha)
     if reused is not None:
         return reused
     check_disk(Path(cfg.data_dir), cfg.build.min_free_disk_gib)
-    mounts = prepare_ccache(engine, cfg, setting.deps.tag, index.root,
-                            prepare_bazel_cache(engine, cfg, setting.deps.tag if recipe.bazel_cache_dirs() else "",
-                                                recipe.bazel_cache_dirs(), recipe.bazel_user_dirs()))
+    with phases.time("cache volumes"):
+        mounts = prepare_ccache(engine, cfg, setting.deps.tag, index.root,
+                                prepare_bazel_cache(engine, cfg, setting.deps.tag if recipe.bazel_cache_dirs() else "",
+                                                    recipe.bazel_cache_dirs(), recipe.bazel_user_dirs()))
     note(f"{recipe.project}: {planned.source.describe()}, checking out ...")
-    tree = check_out(cfg, recipe, planned.source)
+    with phases.time("checkout"):
+        tree = check_out(cfg, recipe, planned.source)
     checkout_tree = None
     if inputs.checkout:
         host = next(a for a in against if a.name == inputs.checkout)
@@ -146,8 +152,9 @@ def _build_package(engine: Engine, cfg: Config, index: DirectoryIndex, planned: 
     user = build_user(cfg)
     if user and os.geteuid() == 0:
         give_tree_to(tree.path, user)  # the build writes build/ inside the source
-    provenance = replace(provenance, ref=ref.ref, against_wheels=tuple(a.filename for a in against),
-                         compilers=compiler_banners(engine, setting.deps.tag, list(PROVENANCE_TOOLS)))
+    with phases.time("compiler versions"):
+        provenance = replace(provenance, ref=ref.ref, against_wheels=tuple(a.filename for a in against),
+                             compilers=compiler_banners(engine, setting.deps.tag, list(PROVENANCE_TOOLS)))
     note(f"{recipe.project}: building in {setting.deps.tag} with {setting.jobs} jobs ...")
     log_path = cfg.logs_dir / "wheels" / f"{recipe.name}-{ref.sha[:12]}.log"
     try:
@@ -161,6 +168,7 @@ def _build_package(engine: Engine, cfg: Config, index: DirectoryIndex, planned: 
             profiles_root=Path(cfg.data_dir), progress=progress, dist=setting.dist)
     except BuildError as exc:
         raise explain_failure(exc, log_path, recipe, ref.sha, requirements, cfg) from exc
+    phases.merge(outcome.phases)
     record_last_build(cfg, outcome.recipe, outcome.filename, outcome.ccache)
     return outcome
 
@@ -193,24 +201,30 @@ def reap(engine: Engine, cfg: Config, note: Note) -> None:
 def run_wheels(cfg: Config, request: Request, note: Note, progress: StepProgress | None = None) -> RunReport:
     started = time.monotonic()
     report = RunReport()
-    resolved = resolve(cfg, request)  # bad refs fail here, before any Docker call
+    phases = report.phases
+    with phases.time("resolve"):
+        resolved = resolve(cfg, request)  # bad refs fail here, before any Docker call
     lock = None
     if request.lock_file:
         from builder.repro.lock import build_locked_stages, check_sources, load_lock
 
         lock = load_lock(request.lock_file)
         check_sources(lock, [(s.name, s.ref.url, s.ref.ref, s.ref.sha) for s in resolved.sources if s.ref])
-    engine = Engine()
-    reap(engine, cfg, note)
+    with phases.time("engine"):
+        engine = Engine()
+        reap(engine, cfg, note)
     index = DirectoryIndex(cfg.index_dir)
     requested_jobs = request.jobs or cfg.build.jobs
     # the plan, before any container runs
-    report.plan = plan = plan_wheels(engine, cfg, resolved, index, note, requested_jobs, locked=lock is not None)
+    with phases.time("plan"):
+        report.plan = plan = plan_wheels(engine, cfg, resolved, index, note, requested_jobs,
+                                         locked=lock is not None)
     for said in resolved.notes:
         note(said)
-    images: Images = bring_up(engine, cfg, note, build=(
-        (lambda e, c, specs, rep, logs, base: build_locked_stages(e, c, lock, specs, rep, logs, base))
-        if lock is not None else None))
+    with phases.time("images"):
+        images: Images = bring_up(engine, cfg, note, build=(
+            (lambda e, c, specs, rep, logs, base: build_locked_stages(e, c, lock, specs, rep, logs, base))
+            if lock is not None else None))
     report.stages = list(images.stages)
     provenance = Provenance(images=(ImageRef("base-image", cfg.base.image, images.base_id),
                                     *(ImageRef(s.name, s.tag, s.image_id, s.key) for s in report.stages)))
@@ -222,33 +236,38 @@ def run_wheels(cfg: Config, request: Request, note: Note, progress: StepProgress
         against = [against_outcome(n, outcomes[n], get_recipe(n, cfg).project) for n in recipe.builds_against]
         if planned.source.ref is None:
             recipe.check_against(planned.source.version, {a.name: a.version for a in against}, cfg)  # before the fetch
-            outcome = ensure_prebuilt(cfg, index, recipe, planned.source.version, note)
+            with phases.time("prebuilt"):
+                outcome = ensure_prebuilt(cfg, index, recipe, planned.source.version, note)
         else:
             dist, dist_jobs = planned.dist, planned.dist_jobs  # the scheduler was probed when planning
-            deps = prepare_deps(engine, cfg, planned.requirements, images.python, note, recipe.name, lock,
-                                dist_extra(cfg, dist is not None))
+            with phases.time("deps layer"):
+                deps = prepare_deps(engine, cfg, planned.requirements, images.python, note, recipe.name, lock,
+                                    dist_extra(cfg, dist is not None))
             report.stages.append(deps)
             jobs, why = profile.memory_aware_jobs(choose_jobs, requested_jobs, cfg.build.memory_per_job_gib,
                                                   profile.latest(cfg.data_dir, recipe.project))
             if why and not dist:
                 note(f"{recipe.project}: {why}")
             outcome = build_package(engine, cfg, index, planned, plan, StepSetting(deps, dist_jobs or jobs, dist),
-                                    against, note, provenance, progress)
+                                    against, note, provenance, progress, phases)
         note(f"{recipe.project}: {outcome.status} {outcome.filename}")
         report.timeline.append((recipe.project, step_started, time.time() - step_started, outcome.status))
         if outcome.replaced_corrupt:
             note(f"{recipe.project}: the published {outcome.filename} was corrupt (its bytes no longer matched "
                  "its manifest); replaced it with the rebuilt wheel")
         if planned.source.ref is not None:  # a built wheel's run-time dependencies, into the index
-            note(f"{recipe.project}: "
-                 f"{fetch_dependencies(cfg, index, [outcome.filename], note, own_projects=built_projects(cfg))}")
+            with phases.time("dependencies"):
+                fetched = fetch_dependencies(cfg, index, [outcome.filename], note, own_projects=built_projects(cfg))
+            note(f"{recipe.project}: {fetched}")
         report.steps.append(outcome)
         outcomes[planned.name] = outcome
     if request.smoke:
-        report.smoke, report.smoke_figures = run_smokes(engine, cfg, index, images.python, report.steps,
-                                                    request.force_smoke, note)
+        with phases.time("smoke"):
+            report.smoke, report.smoke_figures = run_smokes(engine, cfg, index, images.python, report.steps,
+                                                        request.force_smoke, note)
+    with phases.time("trace"):
+        report.trace = write_trace(cfg, report, time.time() - (time.monotonic() - started))
     report.seconds = time.monotonic() - started
-    report.trace = write_trace(cfg, report, time.time() - report.seconds)
     return report
 
 

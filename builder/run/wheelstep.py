@@ -28,6 +28,7 @@ from builder.errors import BuildError
 from builder.index.directory import DirectoryIndex
 from builder.recipes.base import BAZEL_CACHE_MOUNT, INDEX_MOUNT, OUT_MOUNT, BuildContext, Recipe
 from builder.report import profile
+from builder.report.phases import Phases
 from builder.repro.manifest import Provenance, StepRecord, build_manifest
 from builder.repro.normalize import NORMALIZER_VERSION, normalize_wheel
 from builder.run.progress import LogTee, StepProgress
@@ -54,6 +55,7 @@ class StepOutcome:
     profile: Path | None = None  # builder.report.profile of a compile (ninja + ccache per unit)
     dist: dict[str, Any] = field(default_factory=dict)  # sccache-dist counts (builder.caches.dist.parse_stats)
     replaced_corrupt: bool = False  # the index held a corrupt copy of this wheel; replaced
+    phases: dict[str, float] = field(default_factory=dict)  # the step's own (builder.report.phases)
 
 
 def keyed_env(recipe: Recipe, env: dict[str, str]) -> dict[str, str]:
@@ -121,6 +123,7 @@ def run_step(engine: Engine, index: DirectoryIndex, recipe: Recipe, ctx: BuildCo
              dist: tuple[str, str] | None = None) -> StepOutcome:
     """Compile in a container and publish the wheel (the caller checked ``key`` is not built)."""
     env = {**container_env(recipe, ctx), **mounts.ccache_env}
+    phases = Phases()
     started_wall = time.time()
     started = time.monotonic()
     work_dir.mkdir(parents=True, exist_ok=True)
@@ -144,7 +147,7 @@ def run_step(engine: Engine, index: DirectoryIndex, recipe: Recipe, ctx: BuildCo
             labels={"builder.step": recipe.name, "builder.key": key, WORK_DIR_LABEL: str(out)},
         )
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        with log_path.open("w") as log:
+        with log_path.open("w") as log, phases.time("container"):
             log.write(f"# {recipe.name} {tree.sha} key {key}\n# image {image_tag}\n")
             result = engine.run(spec, LogTee(log, recipe.project, progress) if progress else log)
         if result.exit_code != 0:
@@ -156,7 +159,8 @@ def run_step(engine: Engine, index: DirectoryIndex, recipe: Recipe, ctx: BuildCo
                              f"see the log {log_path}")
         stats = stats_delta(_read_stats(out / "ccache-before.tsv"), _read_stats(out / "ccache-after.tsv"))
         dist_stats = _read_dist(out / "sccache-stats.json") if dist is not None else {}
-        normalized = normalize_wheel(wheels[0], ctx.source_date_epoch)  # same inputs -> same bytes
+        with phases.time("normalise"):
+            normalized = normalize_wheel(wheels[0], ctx.source_date_epoch)  # same inputs -> same bytes
         manifest = build_manifest(StepRecord(
             wheel=wheels[0].name, sha256=normalized.sha256, build_key=key, recipe=recipe.name,
             command=recipe.build_command(ctx.backend), source_url=tree.url, source_sha=tree.sha,
@@ -170,13 +174,14 @@ def run_step(engine: Engine, index: DirectoryIndex, recipe: Recipe, ctx: BuildCo
             checkout_recipe=checkout_recipe if checkout_tree else "",
             checkout_url=checkout_tree.url if checkout_tree else "",
             checkout_sha=checkout_tree.sha if checkout_tree else ""), provenance)
-        added = index.add(wheels[0], manifest)
-        entry = next(e for e in index.entries() if e.filename == added.filename)
+        with phases.time("publish"):
+            added = index.add(wheels[0], manifest)
+            entry = next(e for e in index.entries() if e.filename == added.filename)
         profile_path = record_profile(profiles_root, recipe, added.filename, ctx.jobs, tree.path, out, dist_stats)
         return StepOutcome(recipe.name, recipe.project, "built", added.filename, entry.version, added.sha256,
                            key, time.monotonic() - started, stats, tree.sha, log_path, manifest,
                            started=started_wall, profile=profile_path, dist=dist_stats,
-                           replaced_corrupt=added.status == "repaired")
+                           replaced_corrupt=added.status == "repaired", phases=phases.seconds)
     finally:
         shutil.rmtree(out, ignore_errors=True)
 
