@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export VENV
 
-.PHONY: setup test test-random test-unit test-integration lint demo install mutate
+.PHONY: setup test test-random test-unit test-integration lint demo install mutate bench bench-tools
 
 setup:
 	.ci/setup
@@ -34,6 +34,19 @@ mutate: setup
 	rm -rf mutants
 	$(VENV)/bin/mutmut run
 	$(VENV)/bin/mutmut results
+
+# Benchmarks (not tests): ratios measured in one run, median of rounds with the spread.
+# bench-tools installs the host tools they compare against (root: Debian packages).
+BENCH_TOOLS := redis-server ccache cmake ninja
+bench-tools:
+	@missing=""; for t in $(BENCH_TOOLS); do command -v $$t >/dev/null || missing="$$missing $$t"; done; \
+	if [ -n "$$missing" ]; then \
+	  if [ "$$(id -u)" = 0 ]; then apt-get install -y redis-server ccache cmake ninja-build; \
+	  else echo "missing:$$missing; run as root or: sudo apt-get install -y redis-server ccache cmake ninja-build"; exit 2; fi; \
+	fi
+
+bench: setup bench-tools
+	$(PY) bench/pipeline.py $(if $(ROUNDS),--rounds $(ROUNDS))
 
 lint: setup
 	$(PY) -m ruff check builder tests bench

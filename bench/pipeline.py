@@ -1,13 +1,17 @@
 #!/usr/bin/env python3
 """Benchmarks of the fixture pipeline, printed as ratios measured in one run.
 
-    python bench/pipeline.py [--keep]
+    python bench/pipeline.py [--rounds N] [--keep]      (make bench)
 
-(a) cold build vs no-op rerun; (b) one-file-change rebuild vs cold; (c) a second
-teammate (other checkout path, other uid) with the shared cache vs cold; (d) a second
-machine (empty local cache + Redis remote) vs cold; (e) the container build vs the same
-PEP 517 build on the host with the same jobs (container overhead). Hit rates beside.
-Needs Docker, redis-server, cmake and ninja on the host. Not a test: it asserts nothing.
+Per round: (a) cold build vs no-op rerun; (b) one-file-change rebuild vs cold; (c) a
+second teammate (other checkout path, other uid) with the shared cache vs cold; (d) a
+second machine (empty local cache + Redis remote) vs cold; (e) the container build vs the
+same PEP 517 build on the host with the same jobs (container overhead); (f) the fixed cost
+of the teammate's full-hit rebuild (wall time less the compile span of its ninja log),
+split into the run's phases (``builder wheels --json`` "phases"). Each figure is printed
+as soon as it is measured; at the end, the median of the rounds with the spread (min-max)
+against its goal. Needs Docker, redis-server, ccache, cmake and ninja on the host: all are
+checked before anything starts. Not a test: it asserts nothing.
 """
 
 from __future__ import annotations
@@ -16,6 +20,7 @@ import json
 import os
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -24,8 +29,31 @@ import uuid
 from pathlib import Path
 
 from builder.examples import commit_change, write_example_repo
+from builder.report import profile
 
 HOST_CA = os.environ.get("PIP_CERT") or "/etc/ssl/certs/ca-certificates.crt"
+HOST_TOOLS = {"redis-server": "redis-server", "ccache": "ccache", "cmake": "cmake", "ninja": "ninja-build"}
+# Goals (#32): figure -> (limit, how it compares, unit)
+GOALS = {"no-op rerun (s)": (0.5, "<"), "full-hit fixed cost (s)": (2.0, "<"), "one-file / cold": (0.10, "<"),
+         "container / host": (1.05, "<=")}
+
+
+def prerequisites() -> list[str]:
+    """What is missing, each with how to get it (checked before any build)."""
+    missing = [f"{tool} (apt-get install -y {package})" for tool, package in HOST_TOOLS.items()
+               if shutil.which(tool) is None]
+    try:
+        answer = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True,
+                                text=True, timeout=30)
+        if answer.returncode != 0:
+            missing.append("a Docker engine (sudo .ci/dockerd-up)")
+    except (OSError, subprocess.TimeoutExpired):
+        missing.append("a Docker engine and its CLI (apt-get install -y docker.io; sudo .ci/dockerd-up)")
+    return missing
+
+
+def figure(name: str, value: float, detail: str = "") -> None:
+    print(f"  {name:<28} {value:9.3f}  {detail}", flush=True)
 
 
 def builder(cfg: Path, *args: str, env: dict[str, str] | None = None) -> tuple[float, dict]:
@@ -89,47 +117,93 @@ def host_build(repo: Path, jobs: int, work: Path) -> float:
     return time.monotonic() - started
 
 
-def main() -> None:
-    root = Path(tempfile.mkdtemp(prefix="builder-bench-"))
-    tag = uuid.uuid4().hex[:8]
+def compile_span(report: dict) -> float:
+    """Seconds from the first compile's start to the last's end in the step's ninja log."""
+    path = report["wheels"][0].get("profile")
+    units = profile.load(Path(path)).units if path and Path(path).is_file() else []
+    return (max(u.end_ms for u in units) - min(u.start_ms for u in units)) / 1000 if units else 0.0
+
+
+def one_round(root: Path, tag: str, remote: str) -> dict[str, float]:
+    """Every figure of one round, each printed as it is measured."""
     volumes = [f"builder-bench-{n}-{tag}" for n in ("shared", "fresh", "overhead")]
-    port = free_port()
-    redis = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", ""],
-                             stdout=subprocess.DEVNULL)
-    remote = f"redis://127.0.0.1:{port}"
+    out: dict[str, float] = {}
     try:
         repo = write_example_repo("faketorch", root / "repos" / "faketorch")
         alice = config(root, "alice", repo, f"volume:{volumes[0]}")
         cold, cold_report = builder(alice, "--torch", "main", "--no-smoke", "--user", "1000:1000",
                                     "--ccache-remote", remote)
         jobs = cold_report["jobs"]
-        noop, _ = builder(alice, "--torch", "main", "--no-smoke", "--user", "1000:1000", "--ccache-remote", remote)
+        figure("cold build (s)", cold, f"{jobs} jobs")
+        out["no-op rerun (s)"], _ = builder(alice, "--torch", "main", "--no-smoke", "--user", "1000:1000",
+                                            "--ccache-remote", remote)
+        figure("no-op rerun (s)", out["no-op rerun (s)"], f"{out['no-op rerun (s)'] / cold:.1%} of cold")
         commit_change(repo, "csrc/kernels/kernel_000.cpp")
         one_file, one_report = builder(alice, "--torch", "main", "--no-smoke", "--user", "1000:1000")
+        out["one-file / cold"] = one_file / cold
+        figure("one-file / cold", out["one-file / cold"], f"{one_file:.2f} s, {rate(one_report)}")
         bob = config(root, "bob/other/path", repo, f"volume:{volumes[0]}")
         mate, mate_report = builder(bob, "--torch", "main", "--no-smoke", "--user", "1001:1000")
+        out["teammate / cold"] = mate / cold
+        figure("teammate / cold", out["teammate / cold"], f"{mate:.2f} s, {rate(mate_report)}")
+        span = compile_span(mate_report)
+        out["full-hit fixed cost (s)"] = mate - span
+        phases = mate_report.get("phases", {})
+        figure("full-hit fixed cost (s)", mate - span, f"{mate:.2f} s less a compile span of {span:.2f} s")
+        print("    phases: " + ", ".join(f"{k} {v:.2f}" for k, v in sorted(phases.items(), key=lambda i: -i[1])),
+              flush=True)
+        for name, seconds in phases.items():
+            out[f"phase {name} (s)"] = seconds
         carol = config(root, "carol", repo, f"volume:{volumes[1]}")
         subprocess.run(["git", "-C", str(repo), "checkout", "-q", "HEAD~1"], check=True)
         subprocess.run(["git", "-C", str(repo), "branch", "-q", "-f", "bench-first", "HEAD"], check=True)
         subprocess.run(["git", "-C", str(repo), "checkout", "-q", "main"], check=True)
         machine, machine_report = builder(carol, "--torch", "bench-first", "--no-smoke", "--ccache-remote", remote)
+        out["2nd machine / cold"] = machine / cold
+        figure("2nd machine + Redis / cold", machine / cold, f"{machine:.2f} s, {rate(machine_report, 'remote')}")
         dan = config(root, "dan", repo, f"volume:{volumes[2]}")
         container_cold, _ = builder(dan, "--torch", "main", "--no-smoke", "--jobs", str(jobs))
         host = host_build(repo, jobs, root)
-        print(f"fixture pipeline (faketorch, {jobs} jobs); seconds measured in this run")
-        print(f"(a) no-op rerun / cold           : {noop:7.2f} / {cold:7.2f} = {noop / cold:.3f}")
-        print(f"(b) one-file change / cold       : {one_file:7.2f} / {cold:7.2f} = {one_file / cold:.3f}   "
-              f"{rate(one_report)}")
-        print(f"(c) teammate (path, uid) / cold  : {mate:7.2f} / {cold:7.2f} = {mate / cold:.3f}   {rate(mate_report)}")
-        print(f"(d) 2nd machine + Redis / cold   : {machine:7.2f} / {cold:7.2f} = {machine / cold:.3f}   "
-              f"{rate(machine_report, 'remote')}")
-        print(f"(e) container cold / host cold   : {container_cold:7.2f} / {host:7.2f} = {container_cold / host:.3f}")
+        out["container / host"] = container_cold / host
+        figure("container / host", container_cold / host, f"{container_cold:.2f} s / {host:.2f} s")
     finally:
-        redis.terminate()
         for volume in volumes:
             subprocess.run(["docker", "volume", "rm", "-f", volume], capture_output=True)
-        if "--keep" not in sys.argv:
-            shutil.rmtree(root, ignore_errors=True)
+    return out
+
+
+def main() -> None:
+    rounds = int(sys.argv[sys.argv.index("--rounds") + 1]) if "--rounds" in sys.argv else 3
+    missing = prerequisites()
+    if missing:
+        sys.exit("bench/pipeline.py needs, before it starts: " + "; ".join(missing))
+    port = free_port()
+    redis = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", ""],
+                             stdout=subprocess.DEVNULL)
+    results: list[dict[str, float]] = []
+    try:
+        for number in range(1, rounds + 1):
+            root = Path(tempfile.mkdtemp(prefix="builder-bench-"))
+            print(f"round {number}/{rounds} (fixture faketorch; seconds measured in this run)", flush=True)
+            try:
+                results.append(one_round(root, uuid.uuid4().hex[:8], f"redis://127.0.0.1:{port}"))
+            finally:
+                if "--keep" not in sys.argv:
+                    shutil.rmtree(root, ignore_errors=True)
+    finally:
+        redis.terminate()
+        redis.wait()
+    print(f"median of {len(results)} round(s), spread min-max; goal", flush=True)
+    for name in results[0]:
+        values = [r[name] for r in results if name in r]
+        median = statistics.median(values)
+        goal = GOALS.get(name)
+        verdict = ""
+        if goal:
+            limit, how = goal
+            met = median < limit if how == "<" else median <= limit
+            verdict = f"goal {how} {limit}: {'met' if met else 'NOT met'}"
+        print(f"  {name:<28} {median:9.3f}  [{min(values):.3f} - {max(values):.3f}]  {verdict}", flush=True)
 
 
 if __name__ == "__main__":
