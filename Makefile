@@ -9,9 +9,10 @@ export VENV
 setup:
 	.ci/setup
 
-# Everything CI runs, in file order (-p no:randomly: pytest-randomly is installed but off).
+# Everything CI runs, in file order (-p no:randomly: pytest-randomly is installed but off);
+# the 30 slowest tests are listed at the end (where the suite's time goes).
 test: setup
-	$(PY) -m pytest tests -q -p no:randomly
+	$(PY) -m pytest tests -q -p no:randomly --durations=30
 
 # The same suite shuffled (pytest-randomly): an order dependence between tests fails here.
 # The seed is printed at the top: replay that order with `make test-random SEED=<n>`;
