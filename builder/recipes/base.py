@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import shlex
 from collections.abc import Callable
@@ -235,12 +236,15 @@ class Recipe:
         """The whole container script: stats, prepare, build, stats. Values are quoted."""
         lines = [
             "set -eu",
+            mark("started"),
             "umask 002",
             'mkdir -p "$HOME"',
             f"ccache --print-stats > {OUT_MOUNT}/ccache-before.tsv 2>/dev/null || true",
             *self.prepare_lines(ctx),
             f"cd {shlex.quote(self.source_dir)}",
+            mark("prepared"),
             " ".join(shlex.quote(a) for a in self.build_command(ctx.backend)),
+            mark("built"),
             f"ccache --print-stats > {OUT_MOUNT}/ccache-after.tsv 2>/dev/null || true",
             *([f"sccache --show-stats --stats-format json > {OUT_MOUNT}/sccache-stats.json 2>/dev/null || true",
                "sccache --stop-server >/dev/null 2>&1 || true"] if ctx.dist_port else []),
@@ -249,6 +253,34 @@ class Recipe:
             f"> {OUT_MOUNT}/memory-peak 2>/dev/null || true",
         ]
         return "\n".join(lines) + "\n"
+
+
+MARKS_FILE = "marks.tsv"  # in OUT: "<name>\t<epoch seconds>" lines the build script writes
+
+
+def mark(name: str) -> str:
+    """A shell line recording when the script reached ``name`` (the host splits the
+    container's time into start, prepare, build command and the rest from these)."""
+    return f'printf "{name}\\t%s\\n" "$(date +%s.%N)" >> {OUT_MOUNT}/{MARKS_FILE}'
+
+
+def container_phases(marks_text: str, entered: float, left: float) -> dict[str, float]:
+    """Split a build container's wall time (``entered``..``left``, host epoch seconds) by
+    the script's marks: "container start" (create, start, until the script's first line),
+    "prepare" (stats, the recipe's prepare lines), "build command", "container end"
+    (stats after, exit, removal). Missing or garbled marks leave one "container" phase."""
+    at: dict[str, float] = {}
+    for line in marks_text.splitlines():
+        name, _, value = line.partition("\t")
+        try:
+            at[name] = float(value)
+        except ValueError:
+            continue
+    points = [entered, *(at.get(n, -1.0) for n in ("started", "prepared", "built")), left]
+    if any(b < a for a, b in itertools.pairwise(points)):
+        return {"container": max(left - entered, 0.0)}
+    names = ("container start", "prepare", "build command", "container end")
+    return {name: b - a for name, (a, b) in zip(names, itertools.pairwise(points), strict=True)}
 
 
 def source_of(name: str, spec: str, url: str) -> PackageSource:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -52,7 +53,7 @@ from builder.run.wheelplan import (
 )
 from builder.run.wheelstep import WORK_DIR_LABEL, StepOutcome, find_reusable, remove_stale_work_dir, run_step
 from builder.source.buildreqs import BuildRequirements, missing_module_hint
-from builder.stages.images import Images, StageResult, bring_up, build_stages, compiler_banners
+from builder.stages.images import Images, StageResult, bring_up, build_stages, remembered_banners
 from builder.stages.plan import deps_stage
 
 
@@ -134,13 +135,18 @@ def _build_package(engine: Engine, cfg: Config, index: DirectoryIndex, planned: 
     if reused is not None:
         return reused
     check_disk(Path(cfg.data_dir), cfg.build.min_free_disk_gib)
-    with phases.time("cache volumes"):
-        mounts = prepare_ccache(engine, cfg, setting.deps.tag, index.root,
-                                prepare_bazel_cache(engine, cfg, setting.deps.tag if recipe.bazel_cache_dirs() else "",
-                                                    recipe.bazel_cache_dirs(), recipe.bazel_user_dirs()))
     note(f"{recipe.project}: {planned.source.describe()}, checking out ...")
-    with phases.time("checkout"):
-        tree = check_out(cfg, recipe, planned.source)
+    # The cache volumes are readied by containers while git checks out on the host: neither
+    # needs the other, and only the volumes' thread talks to the engine meanwhile.
+    with phases.time("checkout + cache volumes"), ThreadPoolExecutor(1) as pool:
+        preparing = pool.submit(lambda: prepare_ccache(
+            engine, cfg, setting.deps.tag, index.root,
+            prepare_bazel_cache(engine, cfg, setting.deps.tag if recipe.bazel_cache_dirs() else "",
+                                recipe.bazel_cache_dirs(), recipe.bazel_user_dirs())))
+        try:
+            tree = check_out(cfg, recipe, planned.source)
+        finally:
+            mounts = preparing.result()  # a cache that cannot be readied is the error, as before
     checkout_tree = None
     if inputs.checkout:
         host = next(a for a in against if a.name == inputs.checkout)
@@ -154,7 +160,8 @@ def _build_package(engine: Engine, cfg: Config, index: DirectoryIndex, planned: 
         give_tree_to(tree.path, user)  # the build writes build/ inside the source
     with phases.time("compiler versions"):
         provenance = replace(provenance, ref=ref.ref, against_wheels=tuple(a.filename for a in against),
-                             compilers=compiler_banners(engine, setting.deps.tag, list(PROVENANCE_TOOLS)))
+                             compilers=remembered_banners(engine, setting.deps.tag, setting.deps.image_id,
+                                                               list(PROVENANCE_TOOLS), Path(cfg.data_dir) / "banners"))
     note(f"{recipe.project}: building in {setting.deps.tag} with {setting.jobs} jobs ...")
     log_path = cfg.logs_dir / "wheels" / f"{recipe.name}-{ref.sha[:12]}.log"
     try:

@@ -26,7 +26,15 @@ from builder.caches.volumes import StepMounts
 from builder.engine import ContainerSpec, Engine, Mount
 from builder.errors import BuildError
 from builder.index.directory import DirectoryIndex
-from builder.recipes.base import BAZEL_CACHE_MOUNT, INDEX_MOUNT, OUT_MOUNT, BuildContext, Recipe
+from builder.recipes.base import (
+    BAZEL_CACHE_MOUNT,
+    INDEX_MOUNT,
+    MARKS_FILE,
+    OUT_MOUNT,
+    BuildContext,
+    Recipe,
+    container_phases,
+)
 from builder.report import profile
 from builder.report.phases import Phases
 from builder.repro.manifest import Provenance, StepRecord, build_manifest
@@ -147,9 +155,13 @@ def run_step(engine: Engine, index: DirectoryIndex, recipe: Recipe, ctx: BuildCo
             labels={"builder.step": recipe.name, "builder.key": key, WORK_DIR_LABEL: str(out)},
         )
         log_path.parent.mkdir(parents=True, exist_ok=True)
-        with log_path.open("w") as log, phases.time("container"):
+        with log_path.open("w") as log:
             log.write(f"# {recipe.name} {tree.sha} key {key}\n# image {image_tag}\n")
+            entered = time.time()
             result = engine.run(spec, LogTee(log, recipe.project, progress) if progress else log)
+            left = time.time()
+        marks = out / MARKS_FILE
+        phases.merge(container_phases(marks.read_text() if marks.is_file() else "", entered, left))
         if result.exit_code != 0:
             raise BuildError(f"building {recipe.project} from {tree.sha[:12]} failed (exit {result.exit_code})",
                              f"see the log {log_path}")

@@ -3,6 +3,7 @@ otherwise, and check the pinned package versions inside each image that was buil
 
 from __future__ import annotations
 
+import json
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -13,6 +14,7 @@ from builder.config import Config
 from builder.console import Note
 from builder.engine import ContainerSpec, Engine, labels_json
 from builder.errors import BuildError, ConfigError
+from builder.files import atomic_write
 from builder.stages.plan import RenderedStage, StageSpec, render_stage, upstream_version
 
 
@@ -120,6 +122,28 @@ def compiler_banners(engine: Engine, image: str, commands: list[str]) -> dict[st
         name, _, banner = line.partition("\t")
         if banner:
             banners[name] = banner.strip()
+    return banners
+
+
+def remembered_banners(engine: Engine, image: str, image_id: str, commands: list[str],
+                       cache_dir: Path) -> dict[str, str]:
+    """compiler_banners, remembered per image ID in ``cache_dir``: an image ID names its
+    content, so its tools' banners never change, and a warm rebuild starts no container
+    for them. A record that cannot be read or written only costs that container."""
+    path = cache_dir / f"{image_id.removeprefix('sha256:')}.json"
+    asked = sorted(commands)
+    try:
+        record = json.loads(path.read_text())
+        if record["commands"] == asked and isinstance(record["banners"], dict):
+            return record["banners"]
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    banners = compiler_banners(engine, image, asked)
+    if banners:
+        try:
+            atomic_write(path, json.dumps({"image": image, "commands": asked, "banners": banners}, indent=1))
+        except OSError:
+            pass
     return banners
 
 

@@ -65,6 +65,25 @@ def test_compilers_match_pins(first_run, engine):
                         "ccache": "4.8+really4.7.5-1", "cmake": "3.25.1-1", "ninja-build": "1.11.1-2~deb12u1"}
 
 
+def test_compiler_banners_are_read_once_per_image_id(first_run, engine, tmp_path):
+    """The first call reads the banners in a container and records them under the image ID;
+    the next reads the record (a planted banner comes back: no container ran), another
+    command list or a corrupt record reads the image again."""
+    from builder.stages.images import remembered_banners
+
+    tag, image_id = first_run["toolchain"]["tag"], first_run["toolchain"]["image_id"]
+    record = tmp_path / f"{image_id.removeprefix('sha256:')}.json"
+    first = remembered_banners(engine, tag, image_id, ["gcc", "clang"], tmp_path)
+    assert first == {"gcc": "gcc (Debian 12.2.0-14+deb12u1) 12.2.0", "clang": "Debian clang version 14.0.6"}
+    assert json.loads(record.read_text())["banners"] == first
+    record.write_text(json.dumps({"commands": ["clang", "gcc"], "banners": {"gcc": "planted"}}))
+    assert remembered_banners(engine, tag, image_id, ["gcc", "clang"], tmp_path) == {"gcc": "planted"}
+    assert remembered_banners(engine, tag, image_id, ["gcc"], tmp_path) == {"gcc": first["gcc"]}
+    record.write_text("{not json")
+    assert remembered_banners(engine, tag, image_id, ["clang", "gcc"], tmp_path) == first
+    assert json.loads(record.read_text())["banners"] == first
+
+
 def test_extra_ca_is_trusted_in_images(first_run, engine):
     """The host's CA bundle reached the image (pip reached PyPI through it to build python)."""
     from builder.engine import ContainerSpec

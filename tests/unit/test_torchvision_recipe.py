@@ -7,6 +7,7 @@ from __future__ import annotations
 import subprocess
 
 from builder.recipes import RECIPES, BuildContext, deps_layer_requirements, get_recipe
+from builder.recipes.base import mark
 from builder.recipes.torchvision import TorchvisionRecipe, pinned_version
 
 
@@ -61,7 +62,7 @@ def test_script_installs_torch_and_masquerades_ccache():
     assert links < path < install < build
     assert "--index-url file:///index/simple/" in lines[install] and "torch==2.13.0+cpu" in lines[install]
     assert 'export PYTHONPATH="$HOME/site"' in lines
-    assert lines[build - 1] == "cd /src/torchvision"
+    assert lines[build - 2] == "cd /src/torchvision" and lines[build - 1] == mark("prepared")
     subprocess.run(["sh", "-n"], input=script, text=True, check=True)  # valid shell
 
 
