@@ -55,6 +55,7 @@ from builder.run.wheelstep import WORK_DIR_LABEL, StepOutcome, find_reusable, re
 from builder.source.buildreqs import BuildRequirements, missing_module_hint
 from builder.stages.images import Images, StageResult, bring_up, build_stages, remembered_banners
 from builder.stages.plan import deps_stage
+from builder.store import user_cache_dir
 
 
 @dataclass
@@ -161,7 +162,7 @@ def _build_package(engine: Engine, cfg: Config, index: DirectoryIndex, planned: 
     with phases.time("compiler versions"):
         provenance = replace(provenance, ref=ref.ref, against_wheels=tuple(a.filename for a in against),
                              compilers=remembered_banners(engine, setting.deps.tag, setting.deps.image_id,
-                                                               list(PROVENANCE_TOOLS), Path(cfg.data_dir) / "banners"))
+                                                               list(PROVENANCE_TOOLS), user_cache_dir() / "banners"))
     note(f"{recipe.project}: building in {setting.deps.tag} with {setting.jobs} jobs ...")
     log_path = cfg.logs_dir / "wheels" / f"{recipe.name}-{ref.sha[:12]}.log"
     try:

@@ -127,9 +127,10 @@ def compiler_banners(engine: Engine, image: str, commands: list[str]) -> dict[st
 
 def remembered_banners(engine: Engine, image: str, image_id: str, commands: list[str],
                        cache_dir: Path) -> dict[str, str]:
-    """compiler_banners, remembered per image ID in ``cache_dir``: an image ID names its
-    content, so its tools' banners never change, and a warm rebuild starts no container
-    for them. A record that cannot be read or written only costs that container."""
+    """compiler_banners, remembered per image ID in ``cache_dir`` (the user's cache, shared by
+    every data dir: the images are the machine's): an image ID names its content, so its
+    tools' banners never change, and a warm rebuild starts no container for them. A record
+    that cannot be read or written only costs that container."""
     path = cache_dir / f"{image_id.removeprefix('sha256:')}.json"
     asked = sorted(commands)
     try:
