@@ -8,7 +8,8 @@ second teammate (other checkout path, other uid) with the shared cache vs cold; 
 second machine (empty local cache + Redis remote) vs cold; (e) the container build vs the
 same PEP 517 build on the host with the same jobs (container overhead); (f) the fixed cost
 of the teammate's full-hit rebuild (wall time less the compile span of its ninja log),
-split into the run's phases (``builder wheels --json`` "phases"). Each figure is printed
+split into the run's phases (``builder wheels --json`` "phases"); (g) the same full-hit
+rebuild on the host (a new clone, warm host ccache) and what builder adds to it. Each figure is printed
 as soon as it is measured; at the end, the median of the rounds with the spread (min-max)
 against its goal. Needs Docker, redis-server, ccache, cmake and ninja on the host: all are
 checked before anything starts. Not a test: it asserts nothing.
@@ -35,7 +36,7 @@ HOST_CA = os.environ.get("PIP_CERT") or "/etc/ssl/certs/ca-certificates.crt"
 HOST_TOOLS = {"redis-server": "redis-server", "ccache": "ccache", "cmake": "cmake", "ninja": "ninja-build"}
 # Goals (#32): figure -> (limit, how it compares, unit)
 GOALS = {"no-op rerun (s)": (0.5, "<"), "full-hit fixed cost (s)": (2.0, "<"), "one-file / cold": (0.10, "<"),
-         "container / host": (1.05, "<=")}
+         "container / host": (1.05, "<="), "builder's own fixed cost (s)": (2.0, "<")}
 
 
 def prerequisites() -> list[str]:
@@ -89,10 +90,10 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def host_build(repo: Path, jobs: int, work: Path) -> float:
-    """The same PEP 517 build on the host, same env, jobs and build requirements, with its
-    own cold ccache."""
-    tree = work / "host-src"
+def host_build(repo: Path, jobs: int, work: Path, name: str = "host-src") -> float:
+    """The same PEP 517 build on the host, same env, jobs and build requirements, in a new
+    clone ``name``, with the host's own ccache (cold the first time, warm after)."""
+    tree = work / name
     subprocess.run(["git", "clone", "-q", "--recurse-submodules", "-c", "protocol.file.allow=always",
                     str(repo), str(tree)], check=True,
                    env={**os.environ, "GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "protocol.file.allow",
@@ -101,12 +102,14 @@ def host_build(repo: Path, jobs: int, work: Path) -> float:
            "BUILD_TEST": "0",
            "CMAKE_C_COMPILER_LAUNCHER": "ccache", "CMAKE_CXX_COMPILER_LAUNCHER": "ccache",
            "CCACHE_DIR": str(work / "host-ccache"), "CCACHE_BASEDIR": str(tree), "CCACHE_NOHASHDIR": "1"}
+    shutil.rmtree(work / "host-dist", ignore_errors=True)
     # The python stage's and the commit's build requirements (the deps layer), in a venv of
     # their own (not in the timing); PATH puts its cmake and ninja first, as in the image.
     venv = work / "host-venv"
-    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
-    subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "setuptools==80.9.0", "wheel==0.45.1",
-                    "packaging==25.0", "build==1.6.1", "-r", str(tree / "requirements-build.txt")], check=True)
+    if not venv.is_dir():
+        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+        subprocess.run([str(venv / "bin" / "pip"), "install", "-q", "setuptools==80.9.0", "wheel==0.45.1",
+                        "packaging==25.0", "build==1.6.1", "-r", str(tree / "requirements-build.txt")], check=True)
     env["PATH"] = f"{venv / 'bin'}:{env.get('PATH', '')}"
     started = time.monotonic()
     done = subprocess.run([str(venv / "bin" / "python"), "-m", "build", "--wheel", "--no-isolation",
@@ -166,6 +169,14 @@ def one_round(root: Path, tag: str, remote: str) -> dict[str, float]:
         host = host_build(repo, jobs, root)
         out["container / host"] = container_cold / host
         figure("container / host", container_cold / host, f"{container_cold:.2f} s / {host:.2f} s")
+        # The host's own full-hit rebuild (a new clone, its ccache warm): what a rebuild costs
+        # without builder; the teammate's rebuild less it is what builder itself adds.
+        host_hit = host_build(repo, jobs, root, "host-src-2")
+        out["host full-hit rebuild (s)"] = host_hit
+        figure("host full-hit rebuild (s)", host_hit, "python -m build, same jobs, warm host ccache")
+        out["builder's own fixed cost (s)"] = mate - host_hit
+        figure("builder's own fixed cost (s)", mate - host_hit,
+               f"teammate {mate:.2f} s less the host's {host_hit:.2f} s")
     finally:
         for volume in volumes:
             subprocess.run(["docker", "volume", "rm", "-f", volume], capture_output=True)
