@@ -188,22 +188,21 @@ def main() -> None:
     missing = prerequisites()
     if missing:
         sys.exit("bench/pipeline.py needs, before it starts: " + "; ".join(missing))
-    port = free_port()
-    redis = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", ""],
-                             stdout=subprocess.DEVNULL)
     results: list[dict[str, float]] = []
-    try:
-        for number in range(1, rounds + 1):
-            root = Path(tempfile.mkdtemp(prefix="builder-bench-"))
-            print(f"round {number}/{rounds} (fixture faketorch; seconds measured in this run)", flush=True)
-            try:
-                results.append(one_round(root, uuid.uuid4().hex[:8], f"redis://127.0.0.1:{port}"))
-            finally:
-                if "--keep" not in sys.argv:
-                    shutil.rmtree(root, ignore_errors=True)
-    finally:
-        redis.terminate()
-        redis.wait()
+    for number in range(1, rounds + 1):
+        root = Path(tempfile.mkdtemp(prefix="builder-bench-"))
+        print(f"round {number}/{rounds} (fixture faketorch; seconds measured in this run)", flush=True)
+        # A Redis of the round's own: one left from an earlier round would make its cold build warm.
+        port = free_port()
+        redis = subprocess.Popen(["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", ""],
+                                 stdout=subprocess.DEVNULL)
+        try:
+            results.append(one_round(root, uuid.uuid4().hex[:8], f"redis://127.0.0.1:{port}"))
+        finally:
+            redis.terminate()
+            redis.wait()
+            if "--keep" not in sys.argv:
+                shutil.rmtree(root, ignore_errors=True)
     print(f"median of {len(results)} round(s), spread min-max; goal", flush=True)
     for name in results[0]:
         values = [r[name] for r in results if name in r]
