@@ -60,6 +60,14 @@ def run_builder(*args: str, config: Path | None = None, env: dict[str, str] | No
     return done
 
 
+def leftover_containers(engine, env) -> list[str]:
+    """Containers of this test's runs (other builds may share the daemon): builder's step
+    and smoke containers with a mount under the test's directory ``env["root"]``."""
+    root = str(env["root"])
+    return [c.name for c in engine.containers_with_label("builder.step")
+            if any((m.get("Source") or "").startswith(root) for m in c.attrs.get("Mounts", []))]
+
+
 def venv_tool(name: str) -> str:
     """A console script installed with the test extras (devpi-server, twine...), found beside
     this interpreter: `make test` runs .venv/bin/python without the venv on PATH, and CI

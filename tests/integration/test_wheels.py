@@ -11,7 +11,7 @@ import uuid
 import pytest
 
 from builder.examples import commit_change, write_example_repo
-from tests.conftest import run_builder, write_config
+from tests.conftest import leftover_containers, run_builder, write_config
 
 pytestmark = pytest.mark.docker
 
@@ -48,14 +48,6 @@ def wheels(env, *args):
 def index_files(env):
     files = env["index"] / "files"
     return sorted(p.name for p in files.glob("*.whl")) if files.is_dir() else []
-
-
-def leftover_containers(engine, env):
-    """Containers of this test's runs (other builds may share the daemon): those with a
-    mount under the test's directory."""
-    root = str(env["root"])
-    return [c.name for c in engine.containers_with_label("builder.step")
-            if any((m.get("Source") or "").startswith(root) for m in c.attrs.get("Mounts", []))]
 
 
 @pytest.fixture(scope="module")
