@@ -60,6 +60,10 @@ class BuildError(BuilderError):
     """A stage build or a container step failed."""
 
 
+class NotEnoughDisk(BuildError):
+    """The plan's disk estimate is above the free space in data_dir (exit 1, before any work)."""
+
+
 class PackageIndexError(BuilderError):
     """The package index refused an operation (conflict, bad wheel, ...)."""
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import os
 import shutil
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
 
@@ -47,3 +49,39 @@ def choose_jobs(requested: int, memory_per_job_gib: float) -> int:
 def free_disk_gib(path: Path) -> float:
     path.mkdir(parents=True, exist_ok=True)
     return shutil.disk_usage(path).free / (1024 ** 3)
+
+
+# the plan statuses that compile from source ("after": decided once what it builds against
+# exists, so it may compile: counted, the estimate errs on the side of room)
+BUILDS = frozenset({"build", "after"})
+
+
+@dataclass(frozen=True)
+class DiskEstimate:
+    """What a plan needs free in ``where``: per package built, scaled recipe figures."""
+
+    packages: tuple[tuple[str, float], ...]  # (recipe name, GiB), only packages compiled
+    floor_gib: float  # [build] min_free_disk_gib
+    free_gib: float
+    where: str
+
+    @property
+    def total_gib(self) -> float:
+        return max(self.floor_gib, sum(g for _, g in self.packages))
+
+    @property
+    def enough(self) -> bool:
+        return self.free_gib >= self.total_gib
+
+    def describe(self) -> str:
+        parts = ", ".join(f"{n} {g:.1f}" for n, g in self.packages) or "nothing compiled"
+        return (f"disk: needs {self.total_gib:.1f} GiB in {self.where} ({parts}; floor {self.floor_gib:g}), "
+                f"{self.free_gib:.1f} GiB free")
+
+
+def estimate_disk(planned: Iterable[tuple[str, str, Sequence[tuple[str, float]]]], scale: float,
+                  floor_gib: float, free_gib: float, where: str) -> DiskEstimate:
+    """``planned``: (recipe name, plan status, the recipe's declared (part, GiB) figures)."""
+    packages = tuple((name, scale * sum(g for _, g in figures))
+                     for name, status, figures in planned if status in BUILDS)
+    return DiskEstimate(packages, floor_gib, free_gib, where)

@@ -27,6 +27,7 @@ RANGES: dict[str, tuple[float, float]] = {
     "build.cpu_limit": (0, MAX_JOBS),
     "build.memory_limit_gib": (0, 1 << 20),
     "build.min_free_disk_gib": (0, 1 << 30),
+    "build.disk_estimate_scale": (0, 1024),
     "git.stall_timeout": (1, 86400),
 }
 # Settings that are paths: ~ and $VARS expanded and made absolute once, here (relative
@@ -107,6 +108,9 @@ class BuildConfig:
     memory_limit_gib: float = 0.0  # 0: no limit
     user: str = ""  # uid:gid inside build containers; empty: the invoking user's (root stays root)
     min_free_disk_gib: float = 5.0  # refuse to compile with less free space in data_dir
+    # times the recipes' declared disk figures (Recipe.disk_gib) a plan needs free in data_dir
+    # before it starts; 0: only min_free_disk_gib (small or fixture builds, the test suite)
+    disk_estimate_scale: float = 1.0
 
 
 @dataclass(frozen=True)

@@ -69,6 +69,9 @@ def demo_cmd(
             f'data_dir = {json.dumps(str(root / "data"))}\n'
             "[repos]\n" + "".join(f"{name} = {json.dumps(f'file://{path}')}\n" for name, path in repos.items())
             + f'[bazel]\nbase_url = {json.dumps(mirror.url)}\n'
+            # the example repos are a few MB: the recipes' figures for real pytorch and xla
+            # (Recipe.disk_gib) do not apply; [build] min_free_disk_gib still does
+            + "[build]\ndisk_estimate_scale = 0\n"
             + (f'[ca]\nextra_certificates = {json.dumps(extra_ca)}\n' if extra_ca else "")
         )
         err.print(f"demo: example repos and data in {root}", markup=False)

@@ -16,8 +16,9 @@ from builder.cli.common import app, get_config, handle_errors, in_range
 from builder.config import MAX_JOBS, describe_ca
 from builder.console import err, out, print_table
 from builder.recipes import RECIPES
+from builder.resources import DiskEstimate
 from builder.run.graph import PackageRequest, Request, merge, parse_pkg
-from builder.run.pipeline import RunReport, plan_request, planned_statuses_match, run_wheels
+from builder.run.pipeline import RunReport, check_plan_disk, plan_disk, plan_request, planned_statuses_match, run_wheels
 from builder.run.progress import Reporter
 from builder.run.wheelplan import WheelPlan
 from builder.source.gitprogress import fetch_options
@@ -131,10 +132,15 @@ def request_of(options: dict, pkg: list[str], jobs: int, smoke: bool, force_smok
                    unpinned=unpinned)
 
 
-def print_plan(plan: WheelPlan, as_json: bool, bazelisk: str = "", bazel_url: str = "") -> None:
+def print_plan(plan: WheelPlan, as_json: bool, bazelisk: str = "", bazel_url: str = "",
+               disk: DiskEstimate | None = None) -> None:
     if as_json:
-        out.print_json(json.dumps(plan.as_dict()))
+        out.print_json(json.dumps({**plan.as_dict(), **({"disk": {
+            "packages_gib": dict(disk.packages), "total_gib": disk.total_gib, "free_gib": disk.free_gib,
+            "where": disk.where}} if disk else {})}))
         return
+    if disk is not None:
+        out.print(f"# {disk.describe()}", markup=False)
     for said in plan.resolved.notes:
         out.print(f"# note: {said}", markup=False)
     for stage in plan.stages:
@@ -195,7 +201,9 @@ def wheels_cmd(
                 plan = plan_request(cfg, request, lambda _: None, _try_engine())
         finally:
             planner.close()
-        print_plan(plan, as_json, cfg.toolchain.bazelisk, cfg.bazel.base_url)
+        disk = plan_disk(cfg, plan)
+        print_plan(plan, as_json, cfg.toolchain.bazelisk, cfg.bazel.base_url, disk)
+        check_plan_disk(disk)  # the run would refuse: so does its dry run (exit 1)
         if not as_json:
             print_dry_run(cfg, None)
         return

@@ -108,6 +108,10 @@ class Recipe:
     # its prebuilt wheel requires what this run builds (torch_tpu's torch range): the wheel is
     # fetched alone, then its other dependencies, so that part comes from the run, never upstream
     prebuilt_requires_built: bool = False
+    # The disk one source build of it takes in data_dir, as (part, GiB) pairs the recipe
+    # declares (builder.resources.estimate_disk sums them; a reused or prebuilt wheel needs
+    # none). Empty: too small to count; [build] min_free_disk_gib is the floor either way.
+    disk_gib: tuple[tuple[str, float], ...] = ()
 
     def repo_url(self, cfg) -> str:  # noqa: ANN001 - Config
         """The git URL of this package's sources: ``[repos] NAME`` (builder.toml,

@@ -29,6 +29,13 @@ class TorchRecipe(Recipe):
     default_repo = "https://github.com/pytorch/pytorch.git"
     import_name = "torch"
     compiler_launcher = True
+    # Estimates, not measured by builder (no real pytorch build fits this machine): a
+    # `git clone --recursive` work tree of pytorch with its third_party submodules is a few
+    # GiB, a CPU-only CMake/ninja build/ tree ~10 GiB of objects and libraries; ccache's own
+    # growth per build is bounded by [cache] ccache_max_size (default 20G) but a warm cache
+    # adds far less. Upstream's only figure, "ideally 5 GB" (pytorch/pytorch#2046, 2017), is
+    # a lower bound from when torch was much smaller. See README "Disk".
+    disk_gib = (("source", 4.0), ("build tree", 12.0), ("ccache", 4.0))
     flag_help = ("torch ref (branch, tag, SHA) to build, or a prebuilt version (default with --xla REF: the torch "
                  "its .torch_commit pins).")
     version_env = "PYTORCH_BUILD_VERSION"

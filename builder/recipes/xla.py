@@ -93,6 +93,12 @@ class XlaRecipe(Recipe):
     nightly = False
     pins_against = True
     example = "fakexla"
+    # Estimates (see README "Disk"): the xla work tree plus the torch checkout it builds in
+    # (layout_checkout), and Bazel's trees: the output base with the external repositories
+    # it downloads (openxla, LLVM, ...: "several GB", ../shared/UPSTREAM.md and issue #29),
+    # the repository cache holding their archives, and the disk cache of actions.
+    disk_gib = (("source + torch checkout", 5.0), ("bazel output base", 20.0),
+                ("bazel repository cache", 3.0), ("bazel disk cache", 5.0))
 
     def check_config(self, cfg) -> None:  # noqa: ANN001 - Config
         check_config(cfg)

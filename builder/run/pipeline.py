@@ -27,7 +27,7 @@ from builder.caches.volumes import (
 from builder.config import Config
 from builder.console import Note
 from builder.engine import Engine
-from builder.errors import BuildError
+from builder.errors import BuildError, NotEnoughDisk
 from builder.index import prebuilt
 from builder.index.deps import fetch_dependencies
 from builder.index.directory import DirectoryIndex
@@ -37,7 +37,7 @@ from builder.report import profile
 from builder.report.phases import Phases
 from builder.report.trace import write_trace
 from builder.repro.manifest import PROVENANCE_TOOLS, ImageRef, Provenance
-from builder.resources import choose_jobs
+from builder.resources import DiskEstimate, choose_jobs, estimate_disk, free_disk_gib
 from builder.run.graph import Request, resolve
 from builder.run.progress import StepProgress
 from builder.run.smoke import run_smokes
@@ -77,6 +77,24 @@ def plan_request(cfg: Config, request: Request, note: Note, engine: Engine | Non
     resolved = resolve(cfg, request)  # bad refs fail here, before any Docker call
     return plan_wheels(engine, cfg, resolved, DirectoryIndex(cfg.index_dir), note, request.jobs or cfg.build.jobs,
                        locked=bool(request.lock_file))
+
+
+def plan_disk(cfg: Config, plan: WheelPlan) -> DiskEstimate:
+    """The plan's disk estimate: the declared figures of each recipe it compiles."""
+    where = Path(cfg.data_dir)
+    return estimate_disk(((w.name, w.status, get_recipe(w.name, cfg).disk_gib) for w in plan.wheels),
+                         cfg.build.disk_estimate_scale, cfg.build.min_free_disk_gib, free_disk_gib(where), str(where))
+
+
+def check_plan_disk(disk: DiskEstimate) -> None:
+    """Refuse a plan whose estimate is above the free space, before any image or build."""
+    if not disk.enough:
+        parts = ", ".join(f"{n} {g:.1f} GiB" for n, g in disk.packages)
+        raise NotEnoughDisk(
+            f"the plan needs {disk.total_gib:.1f} GiB free in {disk.where} ({parts or 'nothing compiled'}; "
+            f"[build] min_free_disk_gib {disk.floor_gib:g}) but {disk.free_gib:.1f} GiB are free",
+            "free some space, point data_dir at a larger disk, or lower [build] disk_estimate_scale "
+            "if these builds are smaller than the recipes' figures")
 
 
 def ensure_prebuilt(cfg: Config, index: DirectoryIndex, recipe: Recipe, version: str, note: Note) -> StepOutcome:
@@ -229,6 +247,7 @@ def run_wheels(cfg: Config, request: Request, note: Note, progress: StepProgress
                                          locked=lock is not None)
     for said in resolved.notes:
         note(said)
+    check_plan_disk(plan_disk(cfg, plan))  # before any image, checkout or publish
     with phases.time("images"):
         images: Images = bring_up(engine, cfg, note, build=(
             (lambda e, c, specs, rep, logs, base: build_locked_stages(e, c, lock, specs, rep, logs, base))
