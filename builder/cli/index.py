@@ -83,7 +83,8 @@ def index_check(
     directory: Path | None = typer.Option(None, "--dir", help=_DIR_HELP),
 ) -> None:
     """Verify every published file against its recorded sha256 (manifest and pages);
-    exit 1 naming corrupt or missing files and orphan pages."""
+    exit 1 naming corrupt or missing files, orphan pages and wheels whose file-name tags
+    disagree with their WHEEL file."""
     from builder.errors import PackageIndexError
     from builder.index.check import check_index
 
@@ -96,12 +97,17 @@ def index_check(
     after = check_index(index) if repair and not found.ok else found
     if as_json:
         typer.echo(json.dumps({"checked": found.checked, "corrupt": found.corrupt, "missing": found.missing,
-                               "orphan_pages": found.orphan_pages, "moved": found.moved, "ok": after.ok},
+                               "orphan_pages": found.orphan_pages,
+                               "mistagged": found.mistagged, "moved": found.moved, "ok": after.ok},
                               indent=2))
     if not after.ok:
-        raise PackageIndexError(f"index check: {'; '.join(after.problems())}",
-                                "`builder index check --repair` moves corrupt files aside and rewrites the pages; "
-                                "`builder wheels` then rebuilds what is gone")
+        from builder.index.wheelcheck import TAG_MISMATCH_HINT
+        hint = ("`builder index check --repair` moves corrupt files aside and rewrites the pages; "
+                "`builder wheels` then rebuilds what is gone")
+        if after.mistagged:  # --repair cannot fix labels: say what does
+            only_tags = not (after.corrupt or after.missing or after.orphan_pages)
+            hint = TAG_MISMATCH_HINT if only_tags else f"{hint}; mistagged wheels: {TAG_MISMATCH_HINT}"
+        raise PackageIndexError(f"index check: {'; '.join(after.problems())}", hint)
     if found.ok:
         err.print(f"index check: {found.checked} files match their recorded sha256", markup=False)
     else:

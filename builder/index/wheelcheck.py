@@ -80,8 +80,44 @@ def check_wheel_contents(path: Path, wheel: WheelName, shown: Path | str | None 
             if own_dist_info is None:
                 raise PackageIndexError(f"{label}: no .dist-info/RECORD entry", "a wheel must list its files in RECORD")
             _check_record(zf, own_dist_info, label)
+            mismatch = tag_mismatch(zf, own_dist_info, wheel)
+            if mismatch:
+                raise PackageIndexError(f"{label}: {mismatch}", TAG_MISMATCH_HINT)
     except (zipfile.BadZipFile, zipfile.LargeZipFile, NotImplementedError, RuntimeError, EOFError, OSError) as exc:
         raise unreadable_wheel(exc, label) from None
+
+
+TAG_MISMATCH_HINT = ("pip picks a wheel by its file name, installers and auditwheel read WHEEL: "
+                     "rebuild it, or retag both with `auditwheel addtag` / `python -m wheel tags`")
+
+
+def wheel_file_tags(zf: zipfile.ZipFile, dist_info: str) -> list[str]:
+    """The ``Tag:`` lines of ``<dist_info>/WHEEL`` (PEP 427), in order; none if it is absent."""
+    try:
+        raw = zf.read(f"{dist_info}/WHEEL").decode("utf-8", errors="replace")
+    except KeyError:
+        return []
+    return [v.strip() for k, _, v in (line.partition(":") for line in raw.splitlines()) if k.strip() == "Tag"]
+
+
+def filename_tags(wheel: WheelName) -> list[str]:
+    """The tags a file name's compressed tag set expands to (``cp311-cp311-a.b`` -> two)."""
+    return [f"{p}-{a}-{q}" for p in wheel.python_tag.split(".") for a in wheel.abi_tag.split(".")
+            for q in wheel.platform_tag.split(".")]
+
+
+def tag_mismatch(zf: zipfile.ZipFile, dist_info: str, wheel: WheelName) -> str | None:
+    """Why the file name's tags and the WHEEL file's Tag lines disagree (naming both), or None.
+
+    pip chooses a wheel by its file name; a wheel retagged by renaming alone (or a WHEEL
+    edited alone) says one platform to pip and another to anything that reads the
+    metadata (auditwheel, installers, an index that re-derives names)."""
+    named = filename_tags(wheel)
+    recorded = wheel_file_tags(zf, dist_info)
+    if sorted(set(named)) == sorted(set(recorded)):
+        return None
+    said = ", ".join(recorded) if recorded else "no Tag lines"
+    return f"file name tags {', '.join(named)} but its {dist_info}/WHEEL says {said}"
 
 
 def _check_record(zf: zipfile.ZipFile, dist_info: str, label: Path | str) -> None:

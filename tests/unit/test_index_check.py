@@ -99,3 +99,50 @@ def test_conflict_hint_names_a_real_flag(tmp_path: Path):
                                  "will then fail to install")
     assert (index.files_dir / other.name).read_bytes() == published_bytes  # the published file stays
     assert check_index(index).ok
+
+
+def mistag(tmp_path: Path, index: DirectoryIndex) -> str:
+    """Put a wheel whose file name says manylinux_2_28 but whose WHEEL says linux_x86_64 into
+    the index's files (as a hand rename would) and regenerate the pages."""
+    built = make_wheel(tmp_path / "mistag", "native", "1.0", tag="cp311-cp311-linux_x86_64")
+    name = built.name.replace("linux_x86_64", "manylinux_2_28_x86_64")
+    shutil.copy(built, index.files_dir / name)
+    index.regenerate()
+    return name
+
+
+def test_mistagged_wheel_is_one_finding_naming_both_tags(tmp_path: Path):
+    index, _ = published(tmp_path)
+    name = mistag(tmp_path, index)
+    found = check_index(index)
+    assert found.corrupt == {} and found.missing == [] and not found.ok
+    assert found.mistagged == {name: "file name tags cp311-cp311-manylinux_2_28_x86_64 but its "
+                                     "native-1.0.dist-info/WHEEL says cp311-cp311-linux_x86_64"}
+    done = check(index.root)
+    assert done.returncode == 1
+    errors = [line for line in done.stderr.splitlines() if line.startswith("error:")]
+    assert len(errors) == 1 and f"mistagged {name}" in errors[0], done.stderr
+    assert "auditwheel addtag" in done.stderr and "Traceback" not in done.stderr
+    # --repair leaves it (its bytes are what was published) and still fails
+    again = check(index.root, "--repair")
+    assert again.returncode == 1 and (index.files_dir / name).is_file()
+
+
+def test_matching_compressed_tag_set_passes(tmp_path: Path):
+    index = DirectoryIndex(tmp_path / "index")
+    tag = "cp311-cp311-manylinux_2_17_x86_64.manylinux2014_x86_64"
+    index.add(make_wheel(tmp_path / "src", "multi", "1.0", tag=tag))
+    found = check_index(index)
+    assert found.ok and found.mistagged == {}
+
+
+def test_publishing_a_mistagged_wheel_is_refused(tmp_path: Path):
+    built = make_wheel(tmp_path / "mistag", "native", "1.0", tag="cp311-cp311-linux_x86_64")
+    renamed = built.with_name(built.name.replace("linux_x86_64", "manylinux_2_28_x86_64"))
+    built.rename(renamed)
+    index = DirectoryIndex(tmp_path / "index")
+    with pytest.raises(PackageIndexError) as caught:
+        index.add(renamed)
+    assert caught.value.message == (f"{renamed}: file name tags cp311-cp311-manylinux_2_28_x86_64 but its "
+                                    "native-1.0.dist-info/WHEEL says cp311-cp311-linux_x86_64")
+    assert not index.files_dir.exists() or not list(index.files_dir.glob("*.whl"))
