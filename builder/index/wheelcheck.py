@@ -114,10 +114,9 @@ def tag_mismatch(zf: zipfile.ZipFile, dist_info: str, wheel: WheelName) -> str |
     metadata (auditwheel, installers, an index that re-derives names)."""
     named = filename_tags(wheel)
     recorded = wheel_file_tags(zf, dist_info)
-    if sorted(set(named)) == sorted(set(recorded)):
-        return None
-    said = ", ".join(recorded) if recorded else "no Tag lines"
-    return f"file name tags {', '.join(named)} but its {dist_info}/WHEEL says {said}"
+    if not recorded or sorted(set(named)) == sorted(set(recorded)):
+        return None  # no Tag lines (a very old bdist_wheel): nothing to disagree with; pip reads the name
+    return f"file name tags {', '.join(named)} but its {dist_info}/WHEEL says {', '.join(recorded)}"
 
 
 def _check_record(zf: zipfile.ZipFile, dist_info: str, label: Path | str) -> None:

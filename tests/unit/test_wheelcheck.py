@@ -105,3 +105,22 @@ def test_cli_index_add_refuses_with_one_error_line(good: Path, tmp_path: Path):
 ])
 def test_entry_name_problem(name: str, ok: bool):
     assert (entry_name_problem(name) is None) == ok
+
+
+def test_a_wheel_file_without_tag_lines_is_no_mismatch():
+    """Nothing to disagree with (old bdist_wheel wrote none): pip goes by the name alone."""
+    import io
+    import zipfile
+
+    from builder.index.wheelcheck import tag_mismatch
+    from builder.index.wheelmeta import parse_filename
+
+    buf = io.BytesIO()
+    with zipfile.ZipFile(buf, "w") as zf:
+        zf.writestr("old-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nRoot-Is-Purelib: true\n")
+        zf.writestr("mixed-1.0.dist-info/WHEEL", "Wheel-Version: 1.0\nTag: py3-none-any\nTag: py2-none-any\n")
+    with zipfile.ZipFile(buf) as zf:
+        assert tag_mismatch(zf, "old-1.0.dist-info", parse_filename("old-1.0-py3-none-any.whl")) is None
+        assert tag_mismatch(zf, "mixed-1.0.dist-info", parse_filename("mixed-1.0-py2.py3-none-any.whl")) is None
+        assert tag_mismatch(zf, "mixed-1.0.dist-info", parse_filename("mixed-1.0-py3-none-any.whl")) == (
+            "file name tags py3-none-any but its mixed-1.0.dist-info/WHEEL says py3-none-any, py2-none-any")
