@@ -328,3 +328,33 @@ def test_a_nightly_builds_the_rest_when_no_torch_tpu_pairs(nightly_env, tmp_path
                                             "supports torch<=2.16.0,>=2.12.0")
     request = nightly_request(cfg, ["torch", "torch_tpu"], plan.shas, repos, plan.versions, 0, plan.picked)
     assert [p.name for p in request.packages] == ["torch"]
+
+
+# ------------------------------------------------------------------------------ the lock
+def test_the_lock_records_torch_tpu_and_libtpu_with_their_hashes(tmp_path, upstream):
+    import hashlib
+
+    from builder.repro.lockfile import BaseLock, Lock, LockError, lock_from_json, lock_to_json
+    from builder.repro.prebuilt_lock import check_prebuilt, check_prebuilt_version, lock_prebuilt
+
+    cfg = config(tmp_path, upstream)
+    files = Path(upstream.removeprefix("file://")).parent / "files"
+    tpu, libtpu = "torch_tpu-0.91.0-cp311-cp311-manylinux_2_31_x86_64.whl", "libtpu-0.0.90-py3-none-any.whl"
+    want = {name: hashlib.sha256((files / name).read_bytes()).hexdigest() for name in (tpu, libtpu)}
+    upstream_lock = lock_prebuilt(cfg, "torch_tpu", "0.91.0", built_projects(cfg))  # [prebuilt], torch not followed
+    assert (upstream_lock.version, upstream_lock.files) == ("0.91.0", want)
+    index = DirectoryIndex(cfg.index_dir)
+    ensure_prebuilt(cfg, index, "torch_tpu", "0.91.0", lambda _: None, own_projects=built_projects(cfg))
+    assert lock_prebuilt(cfg, "torch_tpu", "0.91.0", built_projects(cfg)) == upstream_lock  # from the index: same
+    lock = Lock(base=BaseLock("b", "sha256:" + "9" * 64, [], {}), stages={}, prebuilt={"torch_tpu": upstream_lock})
+    assert lock_from_json(lock_to_json(lock)) == lock
+    with pytest.raises(LockError, match="libtpu-0.0.90-py3-none-any.whl sha256 'x' is not 64 hex digits"):
+        lock_from_json(lock_to_json(lock).replace(want[libtpu], "x"))
+    check_prebuilt_version(lock, "torch_tpu", "0.91.0", "--tpu")
+    with pytest.raises(LockError, match="torch_tpu 0.92.0 is not the locked 0.91.0"):
+        check_prebuilt_version(lock, "torch_tpu", "0.92.0", "--tpu")
+    check_prebuilt(lock, "torch_tpu", index)
+    changed = type(upstream_lock)("0.91.0", {**want, tpu: "0" * 64})
+    bad = Lock(base=lock.base, stages={}, prebuilt={"torch_tpu": changed})
+    with pytest.raises(LockError, match=f"torch_tpu: {tpu} has sha256 "):
+        check_prebuilt(bad, "torch_tpu", index)
