@@ -39,7 +39,8 @@ def nightly_cmd(
                               callback=in_range(1, MAX_KEEP)),
     pkg: list[str] = typer.Option([], "--pkg", help="A package to build (repeatable; default: the recipes "
                                   "marked nightly: torch). What they build against comes too, at the commit a "
-                                  "package pins (e.g. --pkg xla: torch at its .torch_commit)."),
+                                  "package pins (e.g. --pkg xla: torch at its .torch_commit); a prebuilt-only one "
+                                  "(--pkg torch_tpu) comes at the newest version that pairs with the nightly torch."),
     repo: list[str] = typer.Option([], "--repo", help="NAME=URL: a git URL for this run (default: \\[repos])."),
     push: str = typer.Option(None, "--push", help="Also upload the wheels to this index URL."),
     report_dir: Path = typer.Option(None, "--report-dir", help="Where report.json and logs go."),
@@ -60,17 +61,24 @@ def nightly_cmd(
     plan = plan_nightly(cfg, state, today, names, repos)
     run_dir = report_dir or Path(cfg.data_dir) / "nightly" / f"{plan.date}-{time.strftime('%H%M%S')}"
     run_dir.mkdir(parents=True, exist_ok=True)  # first: a failure's log must have somewhere to land
-    heads = ", ".join(f"{name} {sha[:12]}" for name, sha in plan.shas.items())
+    heads = ", ".join([f"{name} {sha[:12]}" for name, sha in plan.shas.items()]
+                      + [f"{name} {version or '(none pairs)'}" for name, version in plan.picked.items()])
     data = {"date": plan.date, "shas": plan.shas}
+    if plan.offers:
+        data["prebuilt"] = plan.offers_json()
+        for line in offer_lines(plan):
+            err.print(line, markup=False, highlight=False)
     if plan.nothing_new:
         data["status"] = "nothing-new"
+        state.saw(plan)
+        state.save(state_path)
         path = write_report(run_dir, data)
         err.print(f"nothing new since the last nightly ({heads}); report {path}", markup=False)
         raise typer.Exit(EXIT_NOTHING_NEW)
     data.update(version=plan.version, versions=plan.versions)
     err.print(f"nightly {plan.version}: {heads}", markup=False)
     started = time.monotonic()
-    request = nightly_request(cfg, names, plan.shas, repos, plan.versions, jobs)
+    request = nightly_request(cfg, names, plan.shas, repos, plan.versions, jobs, plan.picked)
     try:
         report = run_wheels(cfg, request, lambda text: err.print(text, markup=False, highlight=False))
         if push:
@@ -97,7 +105,8 @@ def nightly_cmd(
     if report.trace and report.trace.is_file():  # the run's Chrome trace travels with the report
         shutil.copy(report.trace, run_dir / "trace.json")
         data["trace"] = str(run_dir / "trace.json")
-    state.last = plan.shas
+    state.last = plan.heads
+    state.saw(plan)
     state.runs[plan.date] = plan.serial + 1
     state.save(state_path)
     path = write_report(run_dir, data)
@@ -106,17 +115,38 @@ def nightly_cmd(
 
 
 def nightly_request(cfg, names: list[str], shas: dict[str, str], repos: dict[str, str],  # noqa: ANN001 - Config
-                    versions: dict[str, str], jobs: int) -> Request:
+                    versions: dict[str, str], jobs: int, picked: dict[str, str] | None = None) -> Request:
     """Every package at its head, with its dated version; but what a package of the set
     pins (``Recipe.pins_against``: xla's .torch_commit) comes from that pin, at its own
     version, since the head may not even compile with it (torch main is C++20, xla
-    master C++17)."""
+    master C++17). A prebuilt-only member comes at its ``picked`` version, or not at all
+    when none pairs."""
     from builder.recipes import get_recipe
 
+    picked = picked or {}
     pinned = {dep for name in names if get_recipe(name, cfg).pins_against
               for dep in get_recipe(name, cfg).builds_against if dep in names}
-    return Request(tuple(PackageRequest(name, None if name in pinned else shas[name], repos[name],
-                                        "" if name in pinned else versions[name]) for name in names), jobs=jobs)
+    packages = []
+    for name in names:
+        if name in picked:
+            if picked[name]:
+                packages.append(PackageRequest(name, picked[name]))
+            continue
+        packages.append(PackageRequest(name, None if name in pinned else shas[name], repos[name],
+                                       "" if name in pinned else versions[name]))
+    return Request(tuple(packages), jobs=jobs)
+
+
+def offer_lines(plan) -> list[str]:  # noqa: ANN001 - NightlyPlan
+    """One line per prebuilt-only member: what tonight takes (or why nothing), and the
+    versions that appeared since the last nightly with the torch each supports."""
+    lines = []
+    for name, offer in plan.offers.items():
+        supports = dict(offer.offered)
+        new = ", ".join(f"{v} ({supports[v]})" for v in plan.new.get(name, [])) or "none"
+        taken = offer.picked or "not taken"
+        lines.append(f"{name}: {taken}: {offer.why}; new on offer since the last nightly: {new}")
+    return lines
 
 
 def parse_repo(text: str) -> tuple[str, str]:

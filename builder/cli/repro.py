@@ -30,7 +30,7 @@ def lock_cmd(
     as_json: bool = typer.Option(False, "--json", help="Also print the lock on stdout."),
     **options: object,
 ) -> None:
-    """Write builder.lock: base image, every apt package of each stage, pip hashes, source SHAs."""
+    """Write builder.lock: base image, apt packages of each stage, pip hashes, source SHAs, prebuilt wheel hashes."""
     from builder.cli.wheels import request_of
     from builder.engine import Engine
     from builder.repro.lock import make_deps_lock, make_lock
@@ -43,11 +43,17 @@ def lock_cmd(
     cfg = get_config()
     # before any Docker call: a bad ref costs one ls-remote
     resolved = resolve(cfg, request_of(options, pkg, 0, False, False, ""))
-    sources, refs = {}, {}
+    sources, refs, prebuilt = {}, {}, {}
     for source in resolved.sources:
-        if source.ref is None:
-            raise ConfigError(f"--{source.name} {source.version} is a version: lock a git ref (a prebuilt wheel is "
-                              "pinned by the index)")
+        if source.ref is None:  # a version: its wheel and the dependency wheels it brings, by sha256
+            from builder.recipes import built_projects, get_recipe
+            from builder.repro.prebuilt_lock import lock_prebuilt
+
+            recipe = get_recipe(source.name, cfg)
+            own = built_projects(cfg) if recipe.prebuilt_requires_built else frozenset()
+            prebuilt[source.name] = lock_prebuilt(cfg, recipe.project, source.version, own,
+                                                  cfg.logs_dir / f"lock-{source.name}.log")
+            continue
         sources[source.name] = SourceLock(redact_url(source.ref.url), source.ref.ref, source.ref.sha)
         refs[source.name] = source
     engine = Engine()
@@ -66,12 +72,12 @@ def lock_cmd(
         stage = prepare_deps(engine, cfg, requirements, stages[-1], _note, name)
         spec = deps_stage(cfg, requirements.requirements, requirements.sources, requirements.bazel_version)
         deps[name] = make_deps_lock(engine, cfg, spec, stage, lock.stages[stages[-1].name].pip)
-    lock = dataclasses.replace(lock, deps=deps)
+    lock = dataclasses.replace(lock, deps=deps, prebuilt=prebuilt)
     write_lock(lock, output)
     packages = sum(len(s.apt) for s in lock.stages.values())
     _note(f"wrote {output}: {len(lock.stages)} stages, {packages} apt entries, "
           f"{sum(len(s.pip) for s in lock.stages.values())} pip packages, {len(sources)} sources, "
-          f"{len(lock.deps)} deps layers")
+          f"{len(lock.deps)} deps layers, {sum(len(p.files) for p in prebuilt.values())} prebuilt wheels")
     if as_json:
         typer.echo(lock_to_json(lock), nl=False)
 

@@ -64,6 +64,17 @@ class SmokeRun:
 
 
 @dataclass(frozen=True)
+class NightlyOffer:
+    """What a nightly finds of a prebuilt-only package (``Recipe.nightly_offer``): the
+    versions on offer, each with what it says it runs with, and the one that pairs with
+    tonight's builds ("" when none does: the nightly builds the rest without it)."""
+
+    picked: str
+    why: str  # how it pairs, or why none does
+    offered: tuple[tuple[str, str], ...] = ()  # (version, what it supports, e.g. "torch<=2.15.0,>=2.11.0")
+
+
+@dataclass(frozen=True)
 class BuildContext:
     """Per-build values a recipe turns into env and commands."""
 
@@ -175,6 +186,12 @@ class Recipe:
         """The release number a nightly of this package dates (``X.Y.Z`` -> ``X.Y.Z.devDATE``);
         empty: it takes the number of the package it builds against."""
         return ""
+
+    def nightly_offer(self, cfg, against: dict[str, str]) -> NightlyOffer | None:  # noqa: ANN001 - Config
+        """For a prebuilt-only package of a nightly set: the versions on offer and the newest
+        that pairs with tonight's ``against`` (recipe name -> dated version); None: a nightly
+        has nothing to pick for it."""
+        return None
 
     def commit_of_wheel(self, wheel: Path) -> str:
         """The source commit a wheel of this package records (for a prebuilt one); empty: unknown."""

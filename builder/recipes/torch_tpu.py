@@ -35,7 +35,7 @@ from builder.index.prebuilt import find_prebuilt
 from builder.index.resolve import Pin, Sources, resolve
 from builder.index.wheelmeta import normalize_name, parse_filename
 from builder.interpreter import Interpreter
-from builder.recipes.base import PackageSource, PlanInputs, Recipe, SmokeRun, source_of
+from builder.recipes.base import NightlyOffer, PackageSource, PlanInputs, Recipe, SmokeRun, source_of
 from builder.recipes.torch_tpu_pairing import (
     TpuWheel,
     dotted,
@@ -119,6 +119,22 @@ class TorchTpuRecipe(Recipe):
     def smoke_code(self) -> str:
         return SMOKE_CODE
 
+    def nightly_offer(self, cfg, against: dict[str, str]) -> NightlyOffer | None:  # noqa: ANN001 - Config
+        """Tonight's torch_tpu: the newest on offer that pairs with the nightly torch
+        (``X.Y.Z.devDATE`` pairs by its release triple, as upstream's loader reads it), and
+        every version on offer with the torch range its Requires-Dist names."""
+        torch = against.get("torch", "")
+        if not torch:
+            return None
+        index = DirectoryIndex(cfg.index_dir)
+        offer = candidates(cfg, index, self.project)
+        shown = tuple((c.version, supports(cfg, index, c)) for c in offer)
+        found = newest_pairing(cfg, index, self.project, torch, offered=offer)
+        if found is None:
+            newest = f"; the newest, {shown[0][0]}, supports {shown[0][1]}" if shown else ""
+            return NightlyOffer("", f"none on offer pairs with torch {torch}{newest}", shown)
+        return NightlyOffer(found[0], f"pairs with torch {torch}: {found[1]}", shown)
+
 
 # ------------------------------------------------------------------ finding the wheels
 def sources_of(cfg) -> Sources:  # noqa: ANN001 - Config
@@ -189,13 +205,26 @@ def read(cfg, index: DirectoryIndex, candidate: Candidate) -> TpuWheel:  # noqa:
                                 "--tpu version") from None
 
 
+def supports(cfg, index: DirectoryIndex, candidate: Candidate) -> str:  # noqa: ANN001 - Config
+    """The torch a candidate says it runs with (``torch<=2.15.0,>=2.11.0``): its Requires-Dist
+    as pip read it, else (a local wheel) read from the wheel; "unreadable wheel" when neither."""
+    requires = candidate.requires
+    if requires is None:
+        try:
+            requires = read(cfg, index, candidate).requires
+        except PackageIndexError:
+            return "unreadable wheel"
+    requirement = torch_requirement(requires)
+    return f"torch{requirement}" if requirement else "any torch"
+
+
 def newest_pairing(cfg, index: DirectoryIndex, project: str, torch_version: str,  # noqa: ANN001 - Config
-                   skip: str = "") -> tuple[str, str] | None:
-    """(version, how) of the newest torch_tpu on offer that pairs with ``torch_version``. A
-    wheel that cannot be read is passed over (and named in ``how``): asked for by its
-    version, the same wheel is an error (``read``)."""
+                   skip: str = "", offered: list[Candidate] | None = None) -> tuple[str, str] | None:
+    """(version, how) of the newest torch_tpu on offer (``offered``, else ``candidates``)
+    that pairs with ``torch_version``. A wheel that cannot be read is passed over (and
+    named in ``how``): asked for by its version, the same wheel is an error (``read``)."""
     unreadable = []
-    for candidate in candidates(cfg, index, project):
+    for candidate in candidates(cfg, index, project) if offered is None else offered:
         if candidate.version == skip:
             continue
         requires = candidate.requires

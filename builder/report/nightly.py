@@ -5,6 +5,13 @@ passed as PYTORCH_BUILD_VERSION; torch_xla the same X.Y.Z through TORCH_XLA_VERS
 the pair matches). A second nightly on the same day with new commits gets
 ``.devYYYYMMDDNN`` (NN = 01, 02, ...), which sorts after the first, so ``pip install
 --pre`` picks the newest. When neither SHA moved since the last nightly, nothing is built.
+
+A prebuilt-only member of the set (torch_tpu) has no head to build: each nightly lists
+the versions on offer (each with the torch its Requires-Dist admits), says which appeared
+since the last nightly, and takes the newest that pairs with the nightly torch; a new
+pairing version is something new (the set is built again). When none pairs (torch main is
+usually ahead of every torch_tpu's range), the rest is built without it and the report
+says why.
 """
 
 from __future__ import annotations
@@ -22,6 +29,7 @@ from builder.config import Config
 from builder.errors import BuilderError, BuildError
 from builder.files import atomic_write
 from builder.recipes import get_recipe
+from builder.recipes.base import NightlyOffer
 from builder.source.mirror import update_mirror
 from builder.source.refs import resolve_ref
 
@@ -37,6 +45,23 @@ class NightlyPlan:
     shas: dict[str, str]  # recipe name -> the head commit built
     versions: dict[str, str]  # recipe name -> its dated dev version
     nothing_new: bool = False
+    offers: dict[str, NightlyOffer] = field(default_factory=dict)  # prebuilt-only members: what is on offer
+    new: dict[str, list[str]] = field(default_factory=dict)  # ... and which versions appeared since the last
+
+    @property
+    def picked(self) -> dict[str, str]:
+        """Prebuilt-only member -> the version tonight takes ("" none pairs)."""
+        return {name: offer.picked for name, offer in self.offers.items()}
+
+    @property
+    def heads(self) -> dict[str, str]:
+        """What decides whether anything is new: the SHAs and the picked prebuilt versions."""
+        return {**self.shas, **self.picked}
+
+    def offers_json(self) -> dict[str, Any]:
+        return {name: {"picked": offer.picked or None, "why": offer.why, "new": self.new.get(name, []),
+                       "offered": [{"version": v, "supports": s} for v, s in offer.offered]}
+                for name, offer in self.offers.items()}
 
     @property
     def version(self) -> str:
@@ -48,16 +73,22 @@ class NightlyPlan:
 class NightlyState:
     last: dict[str, str] = field(default_factory=dict)  # recipe name -> the sha the last nightly built
     runs: dict[str, int] = field(default_factory=dict)  # date -> nightlies built that day
+    seen: dict[str, list[str]] = field(default_factory=dict)  # prebuilt-only member -> versions seen on offer
 
     @classmethod
     def load(cls, path: Path) -> NightlyState:
         if not path.is_file():
             return cls()
         data = json.loads(path.read_text())
-        return cls(last=data.get("last", {}), runs=data.get("runs", {}))
+        return cls(last=data.get("last", {}), runs=data.get("runs", {}), seen=data.get("seen", {}))
 
     def save(self, path: Path) -> None:
-        atomic_write(path, json.dumps({"last": self.last, "runs": self.runs}, indent=2))
+        atomic_write(path, json.dumps({"last": self.last, "runs": self.runs, "seen": self.seen}, indent=2))
+
+    def saw(self, plan: NightlyPlan) -> None:
+        """Remember what tonight found on offer (the next report's "new" starts from it)."""
+        for name, offer in plan.offers.items():
+            self.seen[name] = sorted({*self.seen.get(name, []), *(v for v, _ in offer.offered)}, key=Version)
 
 
 def nightly_version(base: str, date: str, serial: int) -> str:
@@ -70,11 +101,15 @@ def plan_nightly(cfg: Config, state: NightlyState, today: dt.date, names: list[s
                  ref: str = "main") -> NightlyPlan:
     """Heads of ``names`` (build order) and their versions: a package whose recipe names
     a release number (``Recipe.release_base``: torch's version.txt) takes it; the others
-    take the first one's, so a pair built together pairs (torch_xla X.Y.Z with torch X.Y.Z)."""
+    take the first one's, so a pair built together pairs (torch_xla X.Y.Z with torch X.Y.Z).
+    A prebuilt-only member is picked once the others' versions are known (``offers``)."""
     date = today.strftime("%Y%m%d")
     serial = state.runs.get(date, 0)
     shas, versions, first = {}, {}, ""
+    prebuilt = [name for name in names if get_recipe(name, cfg).prebuilt_only]
     for name in names:
+        if name in prebuilt:
+            continue
         resolved = resolve_ref(repos[name], ref)
         shas[name] = resolved.sha
         mirror = update_mirror(Path(cfg.data_dir) / "mirrors", resolved.url, resolved.sha)
@@ -84,7 +119,17 @@ def plan_nightly(cfg: Config, state: NightlyState, today: dt.date, names: list[s
                              "one (e.g. the one the others build against) first")
         first = first or base
         versions[name] = nightly_version(base, date, serial)
-    return NightlyPlan(date, serial, shas, versions, state.last == shas)
+    offers, new = {}, {}
+    for name in prebuilt:
+        offer = get_recipe(name, cfg).nightly_offer(cfg, versions)
+        if offer is None:
+            raise BuildError(f"{name} is taken prebuilt and has nothing to pair with in this nightly set",
+                             "put what it runs with in the set (e.g. --pkg torch)")
+        offers[name] = offer
+        new[name] = [v for v, _ in offer.offered if v not in state.seen.get(name, [])]
+    plan = NightlyPlan(date, serial, shas, versions, offers=offers, new=new)
+    plan.nothing_new = state.last == plan.heads
+    return plan
 
 
 def log_tail(error: BuilderError, lines: int = 50) -> tuple[Path, str] | None:

@@ -9,7 +9,9 @@ built images rather than from what was asked (builder.repro.lock does the readin
   (``dpkg-query -W``), and for the python stage every pip package with the sha256 of the
   file pip installs (``pip download`` in the stage);
 - per recipe, the deps layer of its locked commit (its build requirements);
-- the SHAs of the source refs named when locking.
+- the SHAs of the source refs named when locking;
+- per prebuilt package named by a version (torch_tpu 0.2.0, a torch 2.13.0): that version and
+  the sha256 of its wheel and of each dependency wheel a run takes with it (libtpu ...).
 
 Every value that reaches a Dockerfile line is checked when the file is read: it is
 committed and edited by people.
@@ -68,12 +70,19 @@ class SourceLock:
 
 
 @dataclass(frozen=True)
+class PrebuiltLock:
+    version: str
+    files: dict[str, str]  # wheel file name -> sha256: the package's wheel, then its dependencies'
+
+
+@dataclass(frozen=True)
 class Lock:
     base: BaseLock
     stages: dict[str, StageLock]
     sources: dict[str, SourceLock] = field(default_factory=dict)
     # Per recipe: the deps layer of its locked source (build requirements from the commit).
     deps: dict[str, StageLock] = field(default_factory=dict)
+    prebuilt: dict[str, PrebuiltLock] = field(default_factory=dict)  # recipe name -> its locked wheels
     builder_version: str = __version__
     version: int = LOCK_VERSION
 
@@ -95,6 +104,8 @@ def lock_from_json(text: str, where: str = DEFAULT_LOCK) -> Lock:
                 for name, s in data.get("deps", {}).items()}
         lock = Lock(base=BaseLock(**data["base"]), stages=stages, deps=deps,
                     sources={k: SourceLock(**v) for k, v in data.get("sources", {}).items()},
+                    prebuilt={k: PrebuiltLock(v["version"], dict(v["files"]))
+                              for k, v in data.get("prebuilt", {}).items()},
                     builder_version=data.get("builder_version", ""), version=data["version"])
         _check_values(lock)
         return lock
@@ -126,6 +137,13 @@ def _check_values(lock: Lock) -> None:
                 raise ValidationError(f"{name}: {project} sha256 {pin.sha256!r} is not 64 hex digits")
     for recipe, source in lock.sources.items():
         validate.sha(source.sha, f"sources: {recipe} sha")
+    for recipe, locked in lock.prebuilt.items():
+        validate.py_version(locked.version, f"prebuilt: {recipe} version")
+        for filename, sha256 in locked.files.items():
+            if not re.fullmatch(r"[A-Za-z0-9_.+!-]+\.whl", filename):
+                raise ValidationError(f"prebuilt: {recipe}: {filename!r} is not a wheel file name")
+            if not re.fullmatch(r"[0-9a-f]{64}", sha256):
+                raise ValidationError(f"prebuilt: {recipe}: {filename} sha256 {sha256!r} is not 64 hex digits")
 
 
 def load_lock(path: Path | str) -> Lock:

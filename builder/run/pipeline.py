@@ -236,6 +236,12 @@ def run_wheels(cfg: Config, request: Request, note: Note, progress: StepProgress
 
         lock = load_lock(request.lock_file)
         check_sources(lock, [(s.name, s.ref.url, s.ref.ref, s.ref.sha) for s in resolved.sources if s.ref])
+        from builder.repro.prebuilt_lock import check_prebuilt_version
+
+        for s in resolved.sources:
+            if s.ref is None:  # a prebuilt version: the locked one, before anything is fetched
+                flag = get_recipe(s.name, cfg).flag or s.name
+                check_prebuilt_version(lock, s.name, s.version, f"--{flag}")
     with phases.time("engine"):
         engine = Engine()
         reap(engine, cfg, note)
@@ -265,6 +271,10 @@ def run_wheels(cfg: Config, request: Request, note: Note, progress: StepProgress
             recipe.check_against(planned.source.version, {a.name: a.version for a in against}, cfg)  # before the fetch
             with phases.time("prebuilt"):
                 outcome = ensure_prebuilt(cfg, index, recipe, planned.source.version, note)
+            if lock is not None:  # what the fetch published is what the lock hashed
+                from builder.repro.prebuilt_lock import check_prebuilt
+
+                check_prebuilt(lock, recipe.name, index)
         else:
             dist, dist_jobs = planned.dist, planned.dist_jobs  # the scheduler was probed when planning
             with phases.time("deps layer"):

@@ -257,3 +257,104 @@ def test_the_upstream_table_rows_are_what_the_fixture_carries(tmp_path):
     wheel = read_tpu_wheel(torch_tpu_wheel(tmp_path, "0.2.0"))
     assert "Requires-Dist: torch>=2.11.0,<=2.15.0" in names and wheel.torch_requirement == "<=2.15.0,>=2.11.0"
     assert f"[torch.backends] {wheel.entry_point}" in names
+
+
+# ------------------------------------------------------------------------------ the nightly
+NIGHT = __import__("datetime").date(2026, 12, 5)
+FOR_MAIN = ">=2.98.0,<=2.99.0"  # faketorch main is 2.99.0a0: its nightly is 2.99.0.dev20261205
+
+
+@pytest.fixture
+def nightly_env(tmp_path):
+    from builder.examples import write_example_repo
+
+    repo = write_example_repo("faketorch", tmp_path / "repos" / "faketorch")
+    root = tmp_path / "up"
+    wheels = [torch_tpu_wheel(root / "w", "0.93.0", FOR_MAIN, ("2.98.0", "2.99.0")),
+              torch_tpu_wheel(root / "w", "0.92.0", ">=2.12.0,<=2.16.0", ("2.14.0", "2.16.0")),
+              libtpu_wheel(root / "w")]
+    cfg = config(tmp_path, write_index(root / "index", wheels))
+    repos = {"torch": f"file://{repo}", "torch_tpu": "https://github.com/google-pytorch/torch_tpu.git"}
+    return cfg, repos, root, wheels
+
+
+def test_a_nightly_takes_the_newest_torch_tpu_that_pairs_with_its_torch(nightly_env):
+    from builder.cli.nightly import nightly_request, offer_lines
+    from builder.report.nightly import NightlyState, plan_nightly
+
+    cfg, repos, _, _ = nightly_env
+    plan = plan_nightly(cfg, NightlyState(), NIGHT, ["torch", "torch_tpu"], repos)
+    assert plan.versions == {"torch": "2.99.0.dev20261205"} and list(plan.shas) == ["torch"]
+    assert plan.picked == {"torch_tpu": "0.93.0"} and not plan.nothing_new
+    assert plan.offers_json() == {"torch_tpu": {
+        "picked": "0.93.0", "why": "pairs with torch 2.99.0.dev20261205: glue 2_99_0", "new": ["0.93.0", "0.92.0"],
+        "offered": [{"version": "0.93.0", "supports": "torch<=2.99.0,>=2.98.0"},
+                    {"version": "0.92.0", "supports": "torch<=2.16.0,>=2.12.0"}]}}
+    assert offer_lines(plan) == ["torch_tpu: 0.93.0: pairs with torch 2.99.0.dev20261205: glue 2_99_0; new on offer "
+                                 "since the last nightly: 0.93.0 (torch<=2.99.0,>=2.98.0), 0.92.0 "
+                                 "(torch<=2.16.0,>=2.12.0)"]
+    request = nightly_request(cfg, ["torch", "torch_tpu"], plan.shas, repos, plan.versions, 0, plan.picked)
+    assert [(p.name, p.spec, p.version) for p in request.packages] == [
+        ("torch", plan.shas["torch"], "2.99.0.dev20261205"), ("torch_tpu", "0.93.0", "")]
+
+
+def test_a_nightly_sees_a_new_torch_tpu_as_something_new(nightly_env):
+    from builder.report.nightly import NightlyState, plan_nightly
+
+    cfg, repos, root, wheels = nightly_env
+    state = NightlyState()
+    first = plan_nightly(cfg, state, NIGHT, ["torch", "torch_tpu"], repos)
+    state.last, state.seen = first.heads, {}
+    state.saw(first)
+    again = plan_nightly(cfg, state, NIGHT, ["torch", "torch_tpu"], repos)
+    assert again.nothing_new and again.new == {"torch_tpu": []}
+    write_index(root / "index", [*wheels, torch_tpu_wheel(root / "w", "0.94.0", ">=2.98.0,<=2.100.0", ("2.98.0",))])
+    newer = plan_nightly(cfg, state, NIGHT, ["torch", "torch_tpu"], repos)
+    assert newer.picked == {"torch_tpu": "0.94.0"} and newer.new == {"torch_tpu": ["0.94.0"]}
+    assert newer.offers["torch_tpu"].why == ("pairs with torch 2.99.0.dev20261205: glue 2_98_0 (serves torch 2.98.0 "
+                                             "and later)")
+    assert not newer.nothing_new  # torch did not move, torch_tpu did: the set is built again
+
+
+def test_a_nightly_builds_the_rest_when_no_torch_tpu_pairs(nightly_env, tmp_path):
+    from builder.cli.nightly import nightly_request
+    from builder.report.nightly import NightlyState, plan_nightly
+
+    _, repos, root, wheels = nightly_env
+    cfg = config(tmp_path / "only-old", write_index(tmp_path / "old", [wheels[1], wheels[2]]))
+    plan = plan_nightly(cfg, NightlyState(), NIGHT, ["torch", "torch_tpu"], repos)
+    assert plan.picked == {"torch_tpu": ""}
+    assert plan.offers["torch_tpu"].why == ("none on offer pairs with torch 2.99.0.dev20261205; the newest, 0.92.0, "
+                                            "supports torch<=2.16.0,>=2.12.0")
+    request = nightly_request(cfg, ["torch", "torch_tpu"], plan.shas, repos, plan.versions, 0, plan.picked)
+    assert [p.name for p in request.packages] == ["torch"]
+
+
+# ------------------------------------------------------------------------------ the lock
+def test_the_lock_records_torch_tpu_and_libtpu_with_their_hashes(tmp_path, upstream):
+    import hashlib
+
+    from builder.repro.lockfile import BaseLock, Lock, LockError, lock_from_json, lock_to_json
+    from builder.repro.prebuilt_lock import check_prebuilt, check_prebuilt_version, lock_prebuilt
+
+    cfg = config(tmp_path, upstream)
+    files = Path(upstream.removeprefix("file://")).parent / "files"
+    tpu, libtpu = "torch_tpu-0.91.0-cp311-cp311-manylinux_2_31_x86_64.whl", "libtpu-0.0.90-py3-none-any.whl"
+    want = {name: hashlib.sha256((files / name).read_bytes()).hexdigest() for name in (tpu, libtpu)}
+    upstream_lock = lock_prebuilt(cfg, "torch_tpu", "0.91.0", built_projects(cfg))  # [prebuilt], torch not followed
+    assert (upstream_lock.version, upstream_lock.files) == ("0.91.0", want)
+    index = DirectoryIndex(cfg.index_dir)
+    ensure_prebuilt(cfg, index, "torch_tpu", "0.91.0", lambda _: None, own_projects=built_projects(cfg))
+    assert lock_prebuilt(cfg, "torch_tpu", "0.91.0", built_projects(cfg)) == upstream_lock  # from the index: same
+    lock = Lock(base=BaseLock("b", "sha256:" + "9" * 64, [], {}), stages={}, prebuilt={"torch_tpu": upstream_lock})
+    assert lock_from_json(lock_to_json(lock)) == lock
+    with pytest.raises(LockError, match="libtpu-0.0.90-py3-none-any.whl sha256 'x' is not 64 hex digits"):
+        lock_from_json(lock_to_json(lock).replace(want[libtpu], "x"))
+    check_prebuilt_version(lock, "torch_tpu", "0.91.0", "--tpu")
+    with pytest.raises(LockError, match="torch_tpu 0.92.0 is not the locked 0.91.0"):
+        check_prebuilt_version(lock, "torch_tpu", "0.92.0", "--tpu")
+    check_prebuilt(lock, "torch_tpu", index)
+    changed = type(upstream_lock)("0.91.0", {**want, tpu: "0" * 64})
+    bad = Lock(base=lock.base, stages={}, prebuilt={"torch_tpu": changed})
+    with pytest.raises(LockError, match=f"torch_tpu: {tpu} has sha256 "):
+        check_prebuilt(bad, "torch_tpu", index)
