@@ -4,7 +4,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 export VENV
 
-.PHONY: setup test test-random test-unit test-integration lint demo install mutate bench bench-tools
+.PHONY: setup test test-random test-unit test-integration lint demo install mutate bench bench-tools bench-real
 
 setup:
 	.ci/setup
@@ -48,6 +48,11 @@ bench-tools:
 
 bench: setup bench-tools
 	$(PY) bench/pipeline.py $(if $(ROUNDS),--rounds $(ROUNDS))
+
+# A real extension (torch-spline-conv from PyPI) by builder and by host pip, cold and warm:
+# about 10 minutes a round on 2 cores (needs the torch 2.13.0 cp311 wheel in PIP_FIND_LINKS).
+bench-real: setup bench-tools
+	$(PY) bench/real.py $(if $(ROUNDS),--rounds $(ROUNDS))
 
 lint: setup
 	$(PY) -m ruff check builder tests bench
