@@ -144,10 +144,15 @@ def test_sigkilled_run_leaves_container_and_work_dir_that_the_next_run_removes(s
 
 
 def test_too_little_disk_is_refused_before_compiling(setup, engine):
+    before = sorted(p.relative_to(setup["index"]) for p in setup["index"].rglob("*")) if setup["index"].exists() else []
     done = run_builder("wheels", "--torch", "main", "--no-smoke", config=setup["cfg"],
                        env={"BUILDER_BUILD_MIN_FREE_DISK_GIB": "1000000"})
     assert done.returncode == 1
-    assert "GiB free in" in done.stderr and "the build needs 1000000.0 GiB" in done.stderr
+    # refused at planning time (builder/run/pipeline.py), before any stage or compile ran
+    assert "error: the plan needs 1000000.0 GiB free in " in done.stderr, done.stderr
+    assert "[build] min_free_disk_gib" in done.stderr and "Traceback" not in done.stderr
+    after = sorted(p.relative_to(setup["index"]) for p in setup["index"].rglob("*")) if setup["index"].exists() else []
+    assert after == before  # nothing published
 
 
 def test_two_concurrent_runs_both_succeed(setup, engine):
