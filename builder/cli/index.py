@@ -21,7 +21,8 @@ from builder.recipes import built_projects
 index_app = typer.Typer(no_args_is_help=True, add_completion=False, pretty_exceptions_enable=False)
 app.add_typer(index_app, name="index", help="The local wheel index (PEP 503 directory, file:// or served).")
 
-INDEX_COLUMNS = ("file", "sha256", "requires-python", "build key")  # `index list`: the file the long field
+# `index list`: the file the long field
+INDEX_COLUMNS = ("file", "sha256", "requires-python", "build key", "limited by")
 _DIR_HELP = "Index directory (default: \\[index] dir in builder.toml, else <data_dir>/index)."
 
 
@@ -55,6 +56,16 @@ def index_add(
     err.print(f"index: {index.simple_url()}", markup=False)
 
 
+def limited_by(platform: dict) -> str:
+    """What keeps a built wheel's tag (in its file name) from the next more compatible
+    policy: its first limiting symbol version (``GLIBCXX_3.4.21``, "+N" more), "-" when
+    none does; "" for a wheel builder did not audit."""
+    limit = [str(s).split(" ")[0] for s in platform.get("limited_by") or []]
+    if not platform.get("tag"):
+        return ""
+    return (limit[0] + (f" +{len(limit) - 1}" if len(limit) > 1 else "")) if limit else "-"
+
+
 @index_app.command("list")
 @handle_errors
 def index_list(
@@ -70,8 +81,8 @@ def index_list(
     if not entries:
         err.print(f"no wheels in {index.root}", markup=False)
         return
-    rows = [(e.filename, e.sha256[:12], e.requires_python or "", str((e.manifest or {}).get("build_key", ""))[:12])
-            for e in entries]
+    rows = [(e.filename, e.sha256[:12], e.requires_python or "", str((e.manifest or {}).get("build_key", ""))[:12],
+             limited_by((e.manifest or {}).get("platform") or {})) for e in entries]
     print_table(out, INDEX_COLUMNS, rows, long="file")
 
 

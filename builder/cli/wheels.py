@@ -32,7 +32,8 @@ def print_report(report: RunReport, console: Console) -> None:
             for s in report.stages]
     rows += [(o.project, o.key[:12], o.status, f"{o.seconds:.1f}", f"{o.ccache.hit_rate:.0%}" if o.ccache else "",
               o.sha256[:12], o.filename) for o in report.steps]
-    notes = [f"{o.project}: ccache {o.ccache.summary()}" for o in report.steps if o.ccache]
+    notes = [f"{o.project}: {platform_summary(o.platform)}" for o in report.steps if o.platform]
+    notes += [f"{o.project}: ccache {o.ccache.summary()}" for o in report.steps if o.ccache]
     notes += [f"{o.project}: {dist_summary(o.dist)}" for o in report.steps if o.dist]
     if report.smoke_figures:
         notes.append(f"smoke ({report.smoke}): {report.smoke_figures['summary']}")
@@ -43,6 +44,19 @@ def print_report(report: RunReport, console: Console) -> None:
         notes.append(f"trace: {report.trace} (open in https://ui.perfetto.dev)")
     print_table(console, ("step", "key", "status", "seconds", "ccache", "sha256", "wheel"), rows, long="wheel",
                 title=f"builder wheels: {report.seconds:.1f} s, {report.jobs} jobs, smoke {report.smoke}", notes=notes)
+
+
+def platform_summary(p: dict) -> str:
+    """``manylinux_2_24_x86_64 (limited by GLIBCXX_3.4.21 (libstdc++.so.6)); vendored libz.so.1``."""
+    said = p.get("tag", "")
+    limit = p.get("limited_by") or []
+    if limit:
+        said += f" (limited by {', '.join(limit)})"
+    elif p.get("policy", "").startswith(("manylinux", "musllinux")):
+        said += " (the most compatible policy)"
+    if p.get("vendored"):
+        said += f"; vendored {', '.join(p['vendored'])}"
+    return said
 
 
 def dist_summary(d: dict) -> str:
@@ -70,7 +84,7 @@ def report_json(report: RunReport) -> dict:
                     "seconds": round(o.seconds, 3), "ccache": o.ccache.as_dict() if o.ccache else None,
                     "log": str(o.log_path) if o.log_path else None,
                     "profile": str(o.profile) if o.profile else None,
-                    "dist": o.dist or None} for o in report.steps],
+                    "dist": o.dist or None, "platform": o.platform or None} for o in report.steps],
         "plan": report.plan.as_dict() if report.plan else None,
         "plan_deviations": planned_statuses_match(report.plan, report) if report.plan else [],
         "phases": report.phases.as_dict(),

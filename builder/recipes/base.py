@@ -91,6 +91,8 @@ class BuildContext:
     bazel_version: str = ""  # the commit's .bazelversion (bazelisk runs that Bazel)
     bazel_base_url: str = ""  # BAZELISK_BASE_URL: a mirror of Bazel releases
     dist_port: int = 0  # > 0: compiles go through sccache-dist (its local client daemon's port)
+    plat: str = "auto"  # [wheels] plat: the platform policy the built wheel is audited and retagged to
+    external_libs: str = "vendor"  # [wheels] external_libs: vendor | refuse
 
 
 class Recipe:
@@ -214,6 +216,13 @@ class Recipe:
         """Environment of the build (all of it is recorded and keyed, but ``unkeyed_env``)."""
         raise NotImplementedError
 
+    def audit_env(self, ctx: BuildContext) -> dict[str, str]:
+        """The wheel audit's inputs (builder.repro.audit), as env: keyed and recorded, so
+        `builder verify` repeats the audit the build had. A package built against torch
+        leaves torch's libraries to the torch wheel (not vendored)."""
+        return {"BUILDER_WHEEL_PLAT": ctx.plat, "BUILDER_EXTERNAL_LIBS": ctx.external_libs,
+                "BUILDER_AUDIT_EXCLUDE": " ".join(TORCH_LIBRARIES if "torch" in self.builds_against else ())}
+
     def unkeyed_env(self) -> set[str]:
         """Variables that change speed, not output (e.g. job counts, cache dirs)."""
         return {"MAX_JOBS", "CMAKE_BUILD_PARALLEL_LEVEL", "CCACHE_DIR", "HOME", "BAZEL_JOBS", "SCCACHE_DIR",
@@ -266,6 +275,8 @@ class Recipe:
             mark("prepared"),
             " ".join(shlex.quote(a) for a in self.build_command(ctx.backend)),
             mark("built"),
+            *audit_lines(),
+            mark("audited"),
             f"ccache --print-stats > {OUT_MOUNT}/ccache-after.tsv 2>/dev/null || true",
             *([f"sccache --show-stats --stats-format json > {OUT_MOUNT}/sccache-stats.json 2>/dev/null || true",
                "sccache --stop-server >/dev/null 2>&1 || true"] if ctx.dist_port else []),
@@ -274,6 +285,23 @@ class Recipe:
             f"> {OUT_MOUNT}/memory-peak 2>/dev/null || true",
         ]
         return "\n".join(lines) + "\n"
+
+
+# The shared libraries of the torch wheel an extension links (never vendored into it: the
+# torch wheel brings them), as pytorch's ecosystem repairs its wheels: `auditwheel repair
+# --exclude libtorch.so --exclude libtorch_cpu.so --exclude libtorch_python.so --exclude
+# libc10.so ...` (e.g. pytorch/data packaging/post_build_script_linux.sh repairs with auditwheel).
+TORCH_LIBRARIES = ("libtorch.so*", "libtorch_cpu.so*", "libtorch_python.so*", "libtorch_global_deps.so*",
+                   "libc10.so*", "libshm.so*", "libgomp*.so*")
+RAW_DIR = f"{OUT_MOUNT}/raw"  # the wheel as the build made it, before the audit
+
+
+def audit_lines() -> list[str]:
+    """The build's wheel goes to raw/, the audit (builder.repro.audit, its source inlined:
+    part of the script, so of the key) repairs or refuses it into dist/."""
+    source = (Path(__file__).resolve().parent.parent / "repro" / "audit.py").read_text()
+    return [f"mkdir -p {RAW_DIR} && mv {OUT_MOUNT}/dist/*.whl {RAW_DIR}/ 2>/dev/null || true",
+            f"python - {RAW_DIR} {OUT_MOUNT}/dist {OUT_MOUNT} <<'BUILDER_AUDIT'\n{source}BUILDER_AUDIT"]
 
 
 MARKS_FILE = "marks.tsv"  # in OUT: "<name>\t<epoch seconds>" lines the build script writes
@@ -297,10 +325,12 @@ def container_phases(marks_text: str, entered: float, left: float) -> dict[str, 
             at[name] = float(value)
         except ValueError:
             continue
-    points = [entered, *(at.get(n, -1.0) for n in ("started", "prepared", "built")), left]
+    marks = ("started", "prepared", "built", *(("audited",) if "audited" in at else ()))
+    points = [entered, *(at.get(n, -1.0) for n in marks), left]
     if any(b < a for a, b in itertools.pairwise(points)):
         return {"container": max(left - entered, 0.0)}
-    names = ("container start", "prepare", "build command", "container end")
+    names = ("container start", "prepare", "build command", *(("audit",) if "audited" in at else ()),
+             "container end")
     return {name: b - a for name, (a, b) in zip(names, itertools.pairwise(points), strict=True)}
 
 

@@ -98,6 +98,7 @@ class StepRecord:
     checkout_recipe: str = ""  # the package whose checkout the build ran inside (xla: torch's), if any
     checkout_url: str = ""
     checkout_sha: str = ""
+    platform: dict[str, Any] = field(default_factory=dict)  # the wheel audit (builder.repro.audit)
 
 
 # ----------------------------------------------------------------------- secrets
@@ -233,6 +234,8 @@ def build_manifest(step: StepRecord, prov: Provenance | None = None,
         "recipe": step.recipe,
         "against_sha256": list(step.against_sha256),
     }
+    if step.platform:
+        manifest["platform"] = dict(step.platform)
     return scrub(manifest, secret_values(os.environ if environ is None else environ))
 
 

@@ -137,7 +137,10 @@ def _context(spec: RebuildSpec, jobs: int) -> BuildContext:
     # rebuild runs with exactly the recorded values, whatever this builder's defaults are.
     return BuildContext(jobs=jobs, source_date_epoch=spec.source_date_epoch, version=spec.version,
                         against=spec.against, bazel_remote="",
-                        cache_silo=spec.env.get("SILO_NAME", "builder"), extra_env=dict(spec.env))
+                        cache_silo=spec.env.get("SILO_NAME", "builder"), extra_env=dict(spec.env),
+                        # a wheel from before the audit (no BUILDER_WHEEL_PLAT recorded) kept its build's tag
+                        plat=spec.env.get("BUILDER_WHEEL_PLAT", "linux"),
+                        external_libs=spec.env.get("BUILDER_EXTERNAL_LIBS", "vendor"))
 
 
 def verify_wheel(engine: Engine, cfg: Config, index: DirectoryIndex, wheel: str, note: Note,

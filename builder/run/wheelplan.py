@@ -124,7 +124,7 @@ def step_inputs(cfg: Config, recipe: Recipe, source: PackageSource, requirements
         against=tuple(f"{a.project}=={a.version}" for a in against),
         bazel_remote=cfg.cache.bazel_remote, cache_silo=f"builder-{deps_key}",
         backend=requirements.backend, bazel_version=requirements.bazel_version, bazel_base_url=cfg.bazel.base_url,
-        dist_port=dist_port)
+        dist_port=dist_port, plat=cfg.wheels.plat, external_libs=cfg.wheels.external_libs)
     checkout = recipe.layout_checkout(requirements)
     checkout_sha = ""
     if checkout:

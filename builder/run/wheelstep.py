@@ -37,6 +37,7 @@ from builder.recipes.base import (
 )
 from builder.report import profile
 from builder.report.phases import Phases
+from builder.repro.audit import AUDIT_FILE, ERROR_FILE, REFUSED_EXIT
 from builder.repro.manifest import Provenance, StepRecord, build_manifest
 from builder.repro.normalize import NORMALIZER_VERSION, normalize_wheel
 from builder.run.progress import LogTee, StepProgress
@@ -64,6 +65,8 @@ class StepOutcome:
     dist: dict[str, Any] = field(default_factory=dict)  # sccache-dist counts (builder.caches.dist.parse_stats)
     replaced_corrupt: bool = False  # the index held a corrupt copy of this wheel; replaced
     phases: dict[str, float] = field(default_factory=dict)  # the step's own (builder.report.phases)
+    # the wheel's platform audit (builder.repro.audit): tag, policy, limited_by, vendored
+    platform: dict[str, Any] = field(default_factory=dict)
 
 
 def keyed_env(recipe: Recipe, env: dict[str, str]) -> dict[str, str]:
@@ -96,7 +99,9 @@ def wheel_key(recipe: Recipe, image_id: str, source_sha: str, env: dict[str, str
 
 def container_env(recipe: Recipe, ctx: BuildContext) -> dict[str, str]:
     # CCACHE_STATSLOG: one record per compilation (hit/miss), read into the step's profile
-    return {**recipe.env(ctx), "CCACHE_DIR": CCACHE_MOUNT, "CCACHE_STATSLOG": f"{OUT_MOUNT}/ccache-stats.log",
+    # the audit's first: a rebuild's recorded env (recipe.env's extra_env) overrides them
+    return {**recipe.audit_env(ctx), **recipe.env(ctx), "CCACHE_DIR": CCACHE_MOUNT,
+            "CCACHE_STATSLOG": f"{OUT_MOUNT}/ccache-stats.log",
             "HOME": HOME, "PYTHONDONTWRITEBYTECODE": "1"}
 
 
@@ -104,8 +109,10 @@ def find_reusable(index: DirectoryIndex, recipe: Recipe, key: str, source_sha: s
     existing = index.find_by_key(key)
     if existing is None:
         return None
+    manifest = existing.manifest or {}
     return StepOutcome(recipe.name, recipe.project, "reused", existing.filename, existing.version,
-                       existing.sha256, key, source_sha=source_sha, manifest=existing.manifest or {})
+                       existing.sha256, key, source_sha=source_sha, manifest=manifest,
+                       platform=dict(manifest.get("platform") or {}))
 
 
 WORK_DIR_LABEL = "builder.workdir"  # lets the next run remove this dir if we are SIGKILLed
@@ -162,9 +169,14 @@ def run_step(engine: Engine, index: DirectoryIndex, recipe: Recipe, ctx: BuildCo
             left = time.time()
         marks = out / MARKS_FILE
         phases.merge(container_phases(marks.read_text() if marks.is_file() else "", entered, left))
+        refused = out / ERROR_FILE
+        if result.exit_code == REFUSED_EXIT and refused.is_file():  # the wheel audit said no (builder.repro.audit)
+            message, _, hint = refused.read_text().strip().partition("\n")
+            raise BuildError(f"{recipe.project} from {tree.sha[:12]}: {message}", f"{hint}; the log: {log_path}")
         if result.exit_code != 0:
             raise BuildError(f"building {recipe.project} from {tree.sha[:12]} failed (exit {result.exit_code})",
                              f"see the log {log_path}")
+        platform = _read_audit(out / AUDIT_FILE)
         wheels = sorted((out / "dist").glob("*.whl"))
         if len(wheels) != 1:
             raise BuildError(f"building {recipe.project} produced {len(wheels)} wheels, expected 1",
@@ -185,7 +197,7 @@ def run_step(engine: Engine, index: DirectoryIndex, recipe: Recipe, ctx: BuildCo
             against=ctx.against, against_sha256=tuple(a for a in against_sha256.split(",") if a),
             checkout_recipe=checkout_recipe if checkout_tree else "",
             checkout_url=checkout_tree.url if checkout_tree else "",
-            checkout_sha=checkout_tree.sha if checkout_tree else ""), provenance)
+            checkout_sha=checkout_tree.sha if checkout_tree else "", platform=platform), provenance)
         with phases.time("publish"):
             added = index.add(wheels[0], manifest)
             entry = next(e for e in index.entries() if e.filename == added.filename)
@@ -193,7 +205,7 @@ def run_step(engine: Engine, index: DirectoryIndex, recipe: Recipe, ctx: BuildCo
         return StepOutcome(recipe.name, recipe.project, "built", added.filename, entry.version, added.sha256,
                            key, time.monotonic() - started, stats, tree.sha, log_path, manifest,
                            started=started_wall, profile=profile_path, dist=dist_stats,
-                           replaced_corrupt=added.status == "repaired", phases=phases.seconds)
+                           replaced_corrupt=added.status == "repaired", phases=phases.seconds, platform=platform)
     finally:
         shutil.rmtree(out, ignore_errors=True)
 
@@ -220,6 +232,16 @@ def record_profile(root: Path | None, recipe: Recipe, wheel: str, jobs: int, tre
     except (OSError, ValueError, IndexError):
         pass
     return profile.save(root, made)
+
+
+def _read_audit(path: Path) -> dict[str, Any]:
+    """What the audit recorded; a build image without the audit's output (none ran) gives {}."""
+    try:
+        found = json.loads(path.read_text())
+    except (OSError, ValueError):
+        return {}
+    keep = ("tag", "policy", "limited_by", "vendored", "auditwheel")
+    return {k: found[k] for k in keep if k in found} if isinstance(found, dict) else {}
 
 
 def _read_dist(path: Path) -> dict[str, Any]:

@@ -99,5 +99,5 @@ def test_non_terminal_summary_never_splits_a_wheel_name(env, cold):
     lines = done.stderr.splitlines()
     row = next(i for i, line in enumerate(lines) if line.startswith("torch "))
     name = lines[row + 1].removeprefix("    ")  # the wheel whole, on the line under its row
-    assert name.startswith("torch-") and name.endswith("-cp311-cp311-linux_x86_64.whl"), lines[row + 1]
+    assert name.startswith("torch-") and name.endswith("-cp311-cp311-manylinux_2_24_x86_64.whl"), lines[row + 1]
     assert "trace: " in done.stderr

@@ -11,6 +11,7 @@ import uuid
 import pytest
 
 from builder.examples import commit_change, write_example_repo
+from builder.repro import audit
 from tests.conftest import leftover_containers, run_builder, write_config
 
 pytestmark = pytest.mark.docker
@@ -71,6 +72,14 @@ def test_cold_build_publishes_two_wheels(env, cold, engine):
     assert built["torch"]["filename"].startswith(f"torch-2.99.0a0+git{pinned[:7]}")
     assert built["xla"]["filename"].startswith("torch_xla-2.98.0+git")  # upstream's mismatch, kept
     assert built["torch"]["source_sha"] == pinned
+    # auditwheel in the build container retagged both (builder.repro.audit): the fixture torch
+    # needs GLIBCXX_3.4.21 (GCC 5's libstdc++), which manylinux_2_17 lacks and 2_24 has
+    assert built["torch"]["filename"].endswith("-cp311-cp311-manylinux_2_24_x86_64.whl")
+    assert built["torch"]["platform"]["limited_by"] == ["CXXABI_1.3.9 (libstdc++.so.6)",
+                                                        "GLIBCXX_3.4.21 (libstdc++.so.6)"]
+    assert built["torch"]["platform"]["vendored"] == []
+    assert audit.platform_tag(built["xla"]["filename"]).startswith("manylinux_2_"), built["xla"]["filename"]
+    assert built["xla"]["platform"]["vendored"] == []  # torch's libraries are the torch wheel's, not vendored
     notes = report["plan"]["notes"]
     assert notes[0].endswith("fakexla has no branch main; using its default branch master at "
                              f"{built['xla']['source_sha'][:7]}") and "upstream's own pair" in notes[1]

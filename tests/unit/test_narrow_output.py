@@ -321,9 +321,10 @@ def test_readme_shows_index_list_at_80_columns():
 
     readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
     shown = readme.split("columns (`COLUMNS=80 builder index list`):\n\n```\n", 1)[1].split("```", 1)[0]
-    rows = [("torch-2.99.0a0+git049b1d9-cp311-cp311-linux_x86_64.whl", "8fcd072fc790", ">=3.10", "5d1c9a0e77b2"),
-            ("typing_extensions-4.15.0-py3-none-any.whl", "ec07af48c9b4", "", "")]
-    assert cli_index.INDEX_COLUMNS == ("file", "sha256", "requires-python", "build key")
+    rows = [("torch-2.99.0a0+git049b1d9-cp311-cp311-manylinux_2_24_x86_64.whl", "8fcd072fc790", ">=3.10",
+             "5d1c9a0e77b2", "GLIBCXX_3.4.21"),
+            ("typing_extensions-4.15.0-py3-none-any.whl", "ec07af48c9b4", "", "", "")]
+    assert cli_index.INDEX_COLUMNS == ("file", "sha256", "requires-python", "build key", "limited by")
     assert printed(80, lambda console: print_table(console, cli_index.INDEX_COLUMNS, rows, long="file")) == shown
 
 
