@@ -22,6 +22,7 @@ import fnmatch
 import json
 import os
 import platform
+import re
 import shutil
 import subprocess
 import sys
@@ -46,11 +47,7 @@ def platform_tag(filename: str) -> str:
 
 def policy_name(tag: str) -> str:
     """``manylinux_2_24_x86_64`` -> ``manylinux_2_24`` (aliases of a tag are joined by '.')."""
-    first = tag.split(".")[0]
-    for arch in ("_x86_64", "_aarch64", "_ppc64le", "_s390x", "_i686", "_armv7l", "_riscv64"):
-        if first.endswith(arch):
-            return first[:-len(arch)]
-    return first
+    return re.sub(r"_(x86_64|aarch64|ppc64le|s390x|i686|armv7l|riscv64)$", "", tag.split(".")[0])
 
 
 def family(policy: str) -> str:
@@ -58,7 +55,7 @@ def family(policy: str) -> str:
 
 
 def _symbols_outside(versioned: dict[str, list[str]], policy: dict[str, Any], arch: str) -> list[str]:
-    allowed = policy.get("symbol_versions", {}).get(arch, {})
+    allowed = policy["symbol_versions"].get(arch, {})
     found = []
     for lib, symbols in sorted(versioned.items()):
         for symbol in sorted(symbols):
@@ -84,8 +81,13 @@ def limiting_symbols(versioned: dict[str, list[str]], policies: list[dict[str, A
 def offending_symbols(versioned: dict[str, list[str]], policies: list[dict[str, Any]], plat: str,
                       arch: str) -> list[str]:
     """The symbol versions of the wheel that the policy ``plat`` does not allow."""
-    wanted = next((p for p in policies if p["name"] == plat or plat in p.get("aliases", [])), None)
+    wanted = _policy(policies, plat)
     return _symbols_outside(versioned, wanted, arch) if wanted else []
+
+
+def _policy(policies: list[dict[str, Any]], name: str) -> dict[str, Any] | None:
+    """The policy named ``name`` or one of its aliases (manylinux2014)."""
+    return next((p for p in policies if name == p["name"] or name in p["aliases"]), None)
 
 
 def outside_libs(external: dict[str, Any], excludes: list[str]) -> list[str]:
@@ -108,25 +110,23 @@ def check_plat(show: dict[str, Any], policies: list[dict[str, Any]], plat: str, 
     """A named policy the wheel's symbols do not meet is refused with the offending ones."""
     if plat == "auto":
         return
-    have = next((p for p in policies if p["name"] == policy_name(show.get("sym_tag", ""))), None)
-    wanted = next((p for p in policies if p["name"] == plat or plat in p.get("aliases", [])), None)
+    have = _policy(policies, policy_name(show["sym_tag"]))
+    wanted = _policy(policies, plat)
     if wanted is None:
         raise AuditError(f"[wheels] plat {plat!r} is not a policy auditwheel knows on this machine",
                          "name one of auditwheel's policies (manylinux_2_17, manylinux_2_28, ...) or \"auto\"")
     if have is None or have["priority"] < wanted["priority"]:
-        bad = offending_symbols(show.get("versioned_symbols", {}), policies, plat, arch)
-        raise AuditError(f"the wheel does not meet [wheels] plat {plat}: it needs {', '.join(bad) or 'newer symbols'}"
-                         f" (it meets {policy_name(show.get('sym_tag', '')) or 'no manylinux policy'})",
+        bad = offending_symbols(show["versioned_symbols"], policies, plat, arch)
+        raise AuditError(f"the wheel does not meet [wheels] plat {plat}: it needs {', '.join(bad)}"
+                         f" (it meets {policy_name(show['sym_tag'])})",
                          "build on an older base (a Debian suite with an older glibc and GCC), or set "
                          "[wheels] plat = \"auto\" for the tightest policy this build meets")
 
 
 def check_external(show: dict[str, Any], mode: str, excludes: list[str]) -> list[str]:
-    libs = outside_libs(show.get("external_libs", {}), excludes)
+    libs = outside_libs(show["external_libs"], excludes)
     if libs and mode == "refuse":
-        paths = show.get("external_libs", {})
-        named = ", ".join(f"{lib} ({paths[lib].get('path') if isinstance(paths[lib], dict) else paths[lib]})"
-                          for lib in libs)
+        named = ", ".join(f"{lib} ({show['external_libs'][lib]})" for lib in libs)  # soname -> path
         raise AuditError(f"the wheel links shared libraries outside its manylinux policy: {named}",
                          "[wheels] external_libs = \"vendor\" bundles them into the wheel (auditwheel repair), "
                          "or build without them")
@@ -141,7 +141,7 @@ def audit_record(repaired: str, after: dict[str, Any], policies: list[dict[str, 
     tag = platform_tag(repaired)
     policy = policy_name(tag)
     return {"policy": policy, "tag": tag, "audited": True,
-            "limited_by": limiting_symbols(after.get("versioned_symbols", {}), policies, policy, arch),
+            "limited_by": limiting_symbols(after["versioned_symbols"], policies, policy, arch),
             "vendored": vendored, "excluded": excludes}
 
 
@@ -180,8 +180,9 @@ def audit(raw: Path, dist: Path, out: Path, plat: str, mode: str, excludes: list
                 "limited_by": [], "vendored": []}
     arch = platform.machine()
     show = _show(wheel)
-    policies = _policies(family(policy_name(show.get("sym_tag", "")) or "manylinux")
-                         if family(plat) in ("auto", "linux") else family(plat))
+    # a wheel that meets no policy has sym_tag linux_*: its family's list is manylinux's
+    policies = _policies("musllinux" if (show["sym_tag"] if plat == "auto" else plat).startswith("musllinux")
+                         else "manylinux")
     check_plat(show, policies, plat, arch)
     vendored = check_external(show, mode, excludes)
     done = _auditwheel(*repair_command(str(wheel), str(dist), plat, excludes)[1:])
@@ -201,7 +202,11 @@ def main(argv: list[str]) -> int:
     mode = os.environ.get("BUILDER_EXTERNAL_LIBS", "vendor")
     excludes = os.environ.get("BUILDER_AUDIT_EXCLUDE", "").split()
     try:
-        record = audit(raw, dist, out, plat, mode, excludes)
+        try:
+            record = audit(raw, dist, out, plat, mode, excludes)
+        except (KeyError, TypeError, ValueError) as exc:  # auditwheel's JSON is not the 6.x format read here
+            raise AuditError(f"auditwheel's output is not the auditwheel 6.x format builder reads ({exc!r})",
+                             "keep auditwheel==6.8.2 in [python] requirements") from None
     except AuditError as exc:
         (out / ERROR_FILE).write_text(f"{exc}\n{exc.hint}\n")
         print(f"error: {exc}", file=sys.stderr)
