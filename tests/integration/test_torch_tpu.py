@@ -18,11 +18,12 @@ import json
 import os
 import subprocess
 import sys
+import uuid
 from pathlib import Path
 
 import pytest
 
-from builder.examples import write_example_repo
+from builder.examples import commit_change, write_example_repo
 from tests.conftest import run_builder, write_config
 from tests.helpers_tpu import libtpu_wheel, serve, torch_tpu_wheel, truncate, write_index
 
@@ -52,7 +53,8 @@ def env(tmp_path_factory, base_image):
     with serve(root / "upstream") as url:
         cfg = write_config(root / "builder.toml", data, f'[prebuilt]\nindex_url = "{url}simple/"\n'
                            f'[repos]\ntorch = "file://{torch_repo}"\n')
-        yield {"cfg": cfg, "index": data / "index", "root": root}
+        yield {"cfg": cfg, "index": data / "index", "root": root, "torch_repo": torch_repo,
+               "index_url": f"{url}simple/"}
 
 
 def published(env) -> list[str]:
@@ -160,3 +162,46 @@ def test_a_second_run_takes_everything_from_the_index(env, run):
                                    "that pairs)")
     assert [w["status"] for w in report["plan"]["wheels"]] == ["prebuilt", "prebuilt"]
     assert report["smoke"] == "reused"
+
+
+def test_a_torch_built_from_a_release_tag_pairs_and_smokes(env, engine):
+    """torch built by builder from a release tag (the fixture torch at v2.13.0: version.txt
+    2.13.0, as pytorch's release branches set it), not the prebuilt wheel: it pairs with
+    torch_tpu 0.91.0 by its public version and the clean-container smoke loads the 2_13_0
+    glue against it. Its own data dir and ccache volume: the module's index keeps the prebuilt torch."""
+    repo = env["torch_repo"]
+    commit_change(repo, "version.txt", "2.13.0\n", message="Release 2.13.0")
+    subprocess.run(["git", "-C", str(repo), "tag", "-a", "v2.13.0", "-m", "v2.13.0"], check=True,
+                   env={**os.environ, "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid"})
+    volume = f"builder-test-ccache-{uuid.uuid4().hex[:8]}"
+    data = env["root"] / "release-data"
+    cfg = write_config(env["root"] / "release.toml", data,
+                       f'[cache]\nccache = "volume:{volume}"\n[prebuilt]\nindex_url = "{env["index_url"]}"\n'
+                       f'[repos]\ntorch = "file://{repo}"\n')
+    # the built torch's own Requires-Dist, from the module's index (the fixture upstream serves
+    # torch_tpu and libtpu only; the module's index got them from PyPI with the CPU torch)
+    deps = [str(w) for name in ("filelock", "typing_extensions", "fsspec")
+            for w in sorted((env["index"] / "files").glob(f"{name}-*.whl"))]
+    assert len(deps) == 3, deps
+    run_builder("index", "add", "--no-deps", *deps, config=cfg, check=True)
+    try:
+        done = run_builder("wheels", "--torch", "v2.13.0", "--tpu", "0.91.0", "--json", config=cfg)
+    finally:
+        engine.remove_volume(volume)
+    assert done.returncode == 0, done.stderr[-3000:]
+    report = json.loads(done.stdout)
+    wheels = {w["recipe"]: w for w in report["wheels"]}
+    torch = wheels["torch"]
+    assert torch["status"] == "built" and torch["version"].startswith("2.13.0+git"), torch["version"]
+    assert (wheels["torch_tpu"]["status"], wheels["torch_tpu"]["filename"]) == ("prebuilt", TPU)
+    [planned] = [w for w in report["plan"]["wheels"] if w["name"] == "torch_tpu"]
+    # planned from the tag's declared version (version.txt), before the build gave it +git
+    assert planned["why"].endswith(f"pairs with torch v2.13.0 ({torch['source_sha'][:12]}, version 2.13.0): "
+                                   "glue 2_13_0"), planned["why"]
+    assert report["smoke"] == "passed"
+    figures = report["smoke_figures"]
+    assert figures["torch"] == torch["version"] and figures["expected_glue"] == "2_13_0"
+    assert figures["glue_modules"] == ["env_2_13_0.so"] and figures["wrong_glue"] == {}
+    assert figures["entry_point_loads"] and figures["note"] == "no TPU: device not exercised"
+    files = sorted(p.name for p in (data / "index" / "files").glob("*.whl"))
+    assert torch["filename"] in files and TPU in files and LIBTPU in files
