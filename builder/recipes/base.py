@@ -291,8 +291,8 @@ class Recipe:
 # torch wheel brings them), as pytorch's ecosystem repairs its wheels: `auditwheel repair
 # --exclude libtorch.so --exclude libtorch_cpu.so --exclude libtorch_python.so --exclude
 # libc10.so ...` (e.g. pytorch/data packaging/post_build_script_linux.sh repairs with auditwheel).
-TORCH_LIBRARIES = ("libtorch.so*", "libtorch_cpu.so*", "libtorch_python.so*", "libtorch_global_deps.so*",
-                   "libc10.so*", "libshm.so*", "libgomp*.so*")
+# The globs also cover a CUDA or ROCm torch's (libtorch_cuda.so, libc10_cuda.so, libtorch_hip.so).
+TORCH_LIBRARIES = ("libtorch*.so*", "libc10*.so*", "libshm*.so*")
 RAW_DIR = f"{OUT_MOUNT}/raw"  # the wheel as the build made it, before the audit
 
 
