@@ -108,8 +108,8 @@ def test_libraries_outside_the_policy_less_torchs_are_vendored_or_refused():
                                  "libz.so.1 (/usr/lib/x86_64-linux-gnu/libz.so.1)")
     assert caught.value.hint == ('[wheels] external_libs = "vendor" bundles them into the wheel (auditwheel repair), '
                                  "or build without them")
-    assert audit.check_external({"external_libs": {"libtorch.so": None, "libtorch_cuda.so": None, "libc10_cuda.so": None,
-                                                   "libshm.so": None}}, "refuse", list(TORCH_LIBRARIES)) == []
+    torchs = {"libtorch.so": None, "libtorch_cuda.so": None, "libc10_cuda.so": None, "libshm.so": None}
+    assert audit.check_external({"external_libs": torchs}, "refuse", list(TORCH_LIBRARIES)) == []
     # libgomp is no torch library: an extension's OpenMP runtime is vendored
     assert audit.outside_libs({"libgomp.so.1": "/usr/lib/x86_64-linux-gnu/libgomp.so.1"},
                               list(TORCH_LIBRARIES)) == ["libgomp.so.1"]
