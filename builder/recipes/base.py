@@ -277,6 +277,8 @@ class Recipe:
             mark("built"),
             *audit_lines(),
             mark("audited"),
+            *normalize_lines(ctx.source_date_epoch),
+            mark("normalised"),
             f"ccache --print-stats > {OUT_MOUNT}/ccache-after.tsv 2>/dev/null || true",
             *([f"sccache --show-stats --stats-format json > {OUT_MOUNT}/sccache-stats.json 2>/dev/null || true",
                "sccache --stop-server >/dev/null 2>&1 || true"] if ctx.dist_port else []),
@@ -304,6 +306,14 @@ def audit_lines() -> list[str]:
             f"python - {RAW_DIR} {OUT_MOUNT}/dist {OUT_MOUNT} <<'BUILDER_AUDIT'\n{source}BUILDER_AUDIT"]
 
 
+def normalize_lines(source_date_epoch: int) -> list[str]:
+    """The audited wheel in dist/ rewritten in normal form (builder.repro.normalize, its
+    source inlined like the audit's) by the image's pinned Python and zlib, not the host's."""
+    source = (Path(__file__).resolve().parent.parent / "repro" / "normalize.py").read_text()
+    return [f"python - {OUT_MOUNT}/dist {OUT_MOUNT} {int(source_date_epoch)} <<'BUILDER_NORMALIZE'\n"
+            f"{source}BUILDER_NORMALIZE"]
+
+
 MARKS_FILE = "marks.tsv"  # in OUT: "<name>\t<epoch seconds>" lines the build script writes
 
 
@@ -325,12 +335,13 @@ def container_phases(marks_text: str, entered: float, left: float) -> dict[str, 
             at[name] = float(value)
         except ValueError:
             continue
-    marks = ("started", "prepared", "built", *(("audited",) if "audited" in at else ()))
+    # the audit and the normalisation are marked by scripts since their steps were added
+    later = [(m, n) for m, n in (("audited", "audit"), ("normalised", "normalise")) if m in at]
+    marks = ("started", "prepared", "built", *(m for m, _ in later))
     points = [entered, *(at.get(n, -1.0) for n in marks), left]
     if any(b < a for a, b in itertools.pairwise(points)):
         return {"container": max(left - entered, 0.0)}
-    names = ("container start", "prepare", "build command", *(("audit",) if "audited" in at else ()),
-             "container end")
+    names = ("container start", "prepare", "build command", *(n for _, n in later), "container end")
     return {name: b - a for name, (a, b) in zip(names, itertools.pairwise(points), strict=True)}
 
 

@@ -99,6 +99,7 @@ class StepRecord:
     checkout_url: str = ""
     checkout_sha: str = ""
     platform: dict[str, Any] = field(default_factory=dict)  # the wheel audit (builder.repro.audit)
+    normalizer: dict[str, str] = field(default_factory=dict)  # version, the container's python and zlib
 
 
 # ----------------------------------------------------------------------- secrets
@@ -236,6 +237,8 @@ def build_manifest(step: StepRecord, prov: Provenance | None = None,
     }
     if step.platform:
         manifest["platform"] = dict(step.platform)
+    if step.normalizer:
+        manifest["normalizer"] = dict(step.normalizer)
     return scrub(manifest, secret_values(os.environ if environ is None else environ))
 
 

@@ -18,6 +18,15 @@ is rewritten with all of them fixed:
 
 The file contents are never changed: a difference that lives inside a file (a path or a
 date compiled into a binary) must be fixed in the build, and `builder verify` names it.
+
+Where it runs: in the build container, after the audit (builder.recipes.base inlines this
+file's source, so it is part of the wheel key), with the python stage's Python and the base
+image's zlib, both pinned and listed in the lock (python3.11, zlib1g). The compressed bytes
+are what that zlib's deflate writes, and deflate output differs between zlib builds (zlib
+against zlib-ng, as Fedora's python links); re-zipping on the host would make the bytes
+depend on the host. The host only checks the result (:func:`layout_problems`, from the
+central directory, no decompression) and records the container's Python and zlib
+(``normalize.json``) in the manifest. Standard library only: it runs as ``python -``.
 """
 
 from __future__ import annotations
@@ -26,19 +35,25 @@ import base64
 import csv
 import hashlib
 import io
+import json
 import os
+import platform
+import sys
+import tempfile
 import time
 import zipfile
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
-from typing import BinaryIO
-
-from builder.errors import BuildError
-from builder.files import CHUNK, replace_durably, sha256_file, temp_beside
+from typing import Any, BinaryIO
 
 # Bumped whenever the rewrite changes the bytes it writes: part of every wheel key, so a
-# changed normalizer never reuses a wheel the old one wrote.
-NORMALIZER_VERSION = "1"
+# changed normalizer never reuses a wheel the old one wrote. 2: run in the build container.
+NORMALIZER_VERSION = "2"
+NORMALIZE_FILE = "normalize.json"  # in OUT: each wheel's sha256, the container's Python and zlib
+ERROR_FILE = "normalize-error.txt"  # in OUT: "<message>\n<hint>" of a wheel that cannot be normalised
+FAILED_EXIT = 3  # the audit's refusal code too: the host reads whichever error file is there
+CHUNK = 1 << 20  # 1 MiB: a torch wheel is GiBs, never read whole into memory
 
 ZIP_EPOCH = 315532800  # 1980-01-01T00:00:00Z: a zip timestamp cannot be older
 COMPRESS_LEVEL = 6  # zlib's default; fixed so the bytes do not depend on a library default
@@ -46,6 +61,12 @@ FILE_MODE = 0o644
 EXEC_MODE = 0o755
 _S_IFREG = 0o100000
 _SIGNATURES = ("RECORD.jws", "RECORD.p7s")
+
+
+class NormalizeError(ValueError):
+    def __init__(self, message: str, hint: str = "is this file a wheel?") -> None:
+        super().__init__(message)
+        self.hint = hint
 
 
 @dataclass(frozen=True)
@@ -78,9 +99,13 @@ def is_executable(name: str, mode: int, data: bytes) -> bool:
     scripts (ELF or ``#!``) installed to bin/ from ``.data/scripts``."""
     if mode & 0o111 or is_shared_object(name):
         return True
+    return _script_candidate(name) and (data[:4] == b"\x7fELF" or data[:2] == b"#!")
+
+
+def _script_candidate(name: str) -> bool:
+    """Under ``<name>.data/scripts/``: installed to bin/, executable when ELF or ``#!``."""
     parts = name.split("/")
-    in_scripts = len(parts) >= 3 and parts[0].endswith(".data") and parts[1] == "scripts"
-    return in_scripts and (data[:4] == b"\x7fELF" or data[:2] == b"#!")
+    return len(parts) >= 3 and parts[0].endswith(".data") and parts[1] == "scripts"
 
 
 def sort_key(name: str) -> tuple[int, int, str]:
@@ -97,8 +122,7 @@ def _dist_info(names: list[str], wheel: Path) -> str:
     candidates = sorted({n.split("/", 1)[0] for n in names if n.split("/", 1)[0].endswith(".dist-info")
                          and n.endswith("/RECORD") and n.count("/") == 1})
     if len(candidates) != 1:
-        raise BuildError(f"{wheel.name}: expected one .dist-info/RECORD, found {len(candidates)}",
-                         "is this file a wheel?")
+        raise NormalizeError(f"{wheel.name}: expected one .dist-info/RECORD, found {len(candidates)}")
     return candidates[0]
 
 
@@ -143,7 +167,8 @@ def write_normalized(wheel: Path, dest: Path | BinaryIO, source_date_epoch: int)
             names = [i.filename for i in infos]
             if len(set(names)) != len(names):
                 duplicated = sorted({n for n in names if names.count(n) > 1})
-                raise BuildError(f"{wheel.name}: duplicate zip entries {', '.join(duplicated)}")
+                raise NormalizeError(f"{wheel.name}: duplicate zip entries {', '.join(duplicated)}",
+                                     "the build wrote a file twice into the wheel; fix its packaging")
             dist_info = _dist_info(names, wheel)
             record_name = f"{dist_info}/RECORD"
             skip = {record_name, *(f"{dist_info}/{s}" for s in _SIGNATURES)}
@@ -163,14 +188,23 @@ def write_normalized(wheel: Path, dest: Path | BinaryIO, source_date_epoch: int)
                 record = record_text(rows, record_name)
                 dst.writestr(_info(record_name, date_time, FILE_MODE, len(record)), record)
     except (zipfile.BadZipFile, OSError, EOFError) as exc:
-        raise BuildError(f"{wheel.name}: not a readable zip ({exc})") from None
+        raise NormalizeError(f"{wheel.name}: not a readable zip ({exc})") from None
     return len(rows) + 1
+
+
+def sha256_file(path: Path | str) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as fh:
+        while block := fh.read(CHUNK):
+            digest.update(block)
+    return digest.hexdigest()
 
 
 def normalize_wheel(wheel: Path | str, source_date_epoch: int) -> NormalizedWheel:
     """Rewrite ``wheel`` in place (temp file beside it + rename: no reader sees half a file)."""
     path = Path(wheel)
-    fd, tmp = temp_beside(path)
+    fd, name = tempfile.mkstemp(prefix=f".tmp-{path.name}.", suffix=".part", dir=path.parent)
+    tmp = Path(name)
     try:
         with os.fdopen(fd, "wb") as out:
             entries = write_normalized(path, out, source_date_epoch)
@@ -179,10 +213,50 @@ def normalize_wheel(wheel: Path | str, source_date_epoch: int) -> NormalizedWhee
         digest, before = sha256_file(tmp), sha256_file(path)
         if digest != before:
             tmp.chmod(0o644)
-            replace_durably(tmp, path)
+            os.replace(tmp, path)
     finally:
         tmp.unlink(missing_ok=True)
     return NormalizedWheel(path, digest, entries, digest != before)
+
+
+def layout_problems(wheel: Path | str, source_date_epoch: int) -> list[str]:
+    """What keeps ``wheel`` from being in normal form, read from its central directory
+    (the host's check of the container's rewrite; the deflate bytes are the container's
+    zlib's and are not re-made here): [] when sound."""
+    path = Path(wheel)
+    try:
+        with zipfile.ZipFile(path) as zf:
+            infos = zf.infolist()
+            names = [i.filename for i in infos]
+            problems = [f"{n}: a directory entry" for n in names if n.endswith("/")]
+            if names != sorted(names, key=sort_key):
+                problems.append("entries are not in normal order")
+            record = f"{_dist_info(names, path)}/RECORD"
+            if names[-1:] != [record]:
+                problems.append(f"{record} is not the last entry")
+            date_time = zip_date_time(source_date_epoch)
+            for info in infos:
+                name = info.filename
+                magic = zf.open(info).read(4) if _script_candidate(name) else b""
+                must_run = is_executable(name, 0, magic) and name != record
+                modes = [(_S_IFREG | m) << 16 for m in ((EXEC_MODE,) if must_run else (FILE_MODE, EXEC_MODE))]
+                fields = {"date_time": (info.date_time, date_time),
+                          "compression": (info.compress_type, zipfile.ZIP_DEFLATED),
+                          "system": (info.create_system, 3), "extra": (info.extra, b""),
+                          "comment": (info.comment, b"")}
+                problems.extend(f"{name}: {field} {have!r}, normal form {want!r}"
+                                for field, (have, want) in fields.items() if have != want)
+                if info.external_attr not in modes:
+                    problems.append(f"{name}: mode {oct(info.external_attr >> 16)}, normal form "
+                                    + " or ".join(oct(m >> 16) for m in modes))
+            problems.extend(f"{n}: a signature of the old RECORD" for n in names if n.endswith(_SIGNATURES))
+            if zf.comment:
+                problems.append("the archive has a comment")
+    except (zipfile.BadZipFile, OSError, EOFError) as exc:
+        return [f"not a readable zip ({exc})"]
+    except NormalizeError as exc:
+        return [str(exc)]
+    return problems
 
 
 def check_record(wheel: Path | str) -> list[str]:
@@ -212,3 +286,31 @@ def check_record(wheel: Path | str) -> list[str]:
         listed.pop(record_name, None)
         problems.extend(f"{name}: in RECORD, not in the wheel" for name in sorted(listed))
     return problems
+
+
+def runtime() -> dict[str, str]:
+    """The Python and zlib the rewrite ran with (recorded in the wheel's manifest)."""
+    return {"python": platform.python_version(), "zlib": zlib.ZLIB_RUNTIME_VERSION}
+
+
+def main(argv: list[str]) -> int:
+    """``python - DIST OUT SOURCE_DATE_EPOCH``: normalise every wheel in DIST in place and
+    write OUT/normalize.json, or OUT/normalize-error.txt and exit 3."""
+    dist, out, epoch = Path(argv[0]), Path(argv[1]), int(argv[2])
+    record: dict[str, Any] = {"version": NORMALIZER_VERSION, **runtime(), "wheels": {}}
+    try:
+        for wheel in sorted(dist.glob("*.whl")):
+            done = normalize_wheel(wheel, epoch)
+            record["wheels"][wheel.name] = {"sha256": done.sha256, "entries": done.entries}
+    except NormalizeError as exc:
+        (out / ERROR_FILE).write_text(f"{exc}\n{exc.hint}\n")
+        print(f"error: {exc}", file=sys.stderr)
+        return FAILED_EXIT
+    (out / NORMALIZE_FILE).write_text(json.dumps(record, indent=1, sort_keys=True) + "\n")
+    print(f"normalised with Python {record['python']}, zlib {record['zlib']}: "
+          + ", ".join(f"{n} {w['sha256'][:12]}" for n, w in record["wheels"].items()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -25,6 +25,7 @@ from builder.caches.dist import write_client_config
 from builder.caches.volumes import StepMounts
 from builder.engine import ContainerSpec, Engine, Mount
 from builder.errors import BuildError
+from builder.files import sha256_file
 from builder.index.directory import DirectoryIndex
 from builder.recipes.base import (
     BAZEL_CACHE_MOUNT,
@@ -37,9 +38,9 @@ from builder.recipes.base import (
 )
 from builder.report import profile
 from builder.report.phases import Phases
-from builder.repro.audit import AUDIT_FILE, ERROR_FILE, REFUSED_EXIT
+from builder.repro import audit, normalize
 from builder.repro.manifest import Provenance, StepRecord, build_manifest
-from builder.repro.normalize import NORMALIZER_VERSION, normalize_wheel
+from builder.repro.normalize import NORMALIZER_VERSION
 from builder.run.progress import LogTee, StepProgress
 from builder.source.mirror import SourceTree
 
@@ -169,24 +170,25 @@ def run_step(engine: Engine, index: DirectoryIndex, recipe: Recipe, ctx: BuildCo
             left = time.time()
         marks = out / MARKS_FILE
         phases.merge(container_phases(marks.read_text() if marks.is_file() else "", entered, left))
-        refused = out / ERROR_FILE
-        if result.exit_code == REFUSED_EXIT and refused.is_file():  # the wheel audit said no (builder.repro.audit)
-            message, _, hint = refused.read_text().strip().partition("\n")
+        # the wheel audit said no (builder.repro.audit), or the wheel cannot be normalised
+        refused = [f for f in (out / audit.ERROR_FILE, out / normalize.ERROR_FILE) if f.is_file()]
+        if result.exit_code == audit.REFUSED_EXIT and refused:
+            message, _, hint = refused[0].read_text().strip().partition("\n")
             raise BuildError(f"{recipe.project} from {tree.sha[:12]}: {message}", f"{hint}; the log: {log_path}")
         if result.exit_code != 0:
             raise BuildError(f"building {recipe.project} from {tree.sha[:12]} failed (exit {result.exit_code})",
                              f"see the log {log_path}")
-        platform = _read_audit(out / AUDIT_FILE)
+        platform = _read_audit(out / audit.AUDIT_FILE)
         wheels = sorted((out / "dist").glob("*.whl"))
         if len(wheels) != 1:
             raise BuildError(f"building {recipe.project} produced {len(wheels)} wheels, expected 1",
                              f"see the log {log_path}")
         stats = stats_delta(_read_stats(out / "ccache-before.tsv"), _read_stats(out / "ccache-after.tsv"))
         dist_stats = _read_dist(out / "sccache-stats.json") if dist is not None else {}
-        with phases.time("normalise"):
-            normalized = normalize_wheel(wheels[0], ctx.source_date_epoch)  # same inputs -> same bytes
+        with phases.time("normal form check"):  # the container rewrote it (same inputs -> same bytes)
+            sha256, normalizer = checked_normal_form(out, wheels[0], ctx.source_date_epoch, log_path)
         manifest = build_manifest(StepRecord(
-            wheel=wheels[0].name, sha256=normalized.sha256, build_key=key, recipe=recipe.name,
+            wheel=wheels[0].name, sha256=sha256, build_key=key, recipe=recipe.name,
             command=recipe.build_command(ctx.backend), source_url=tree.url, source_sha=tree.sha,
             submodules=tree.submodules,
             commit_time=tree.commit_time, source_date_epoch=ctx.source_date_epoch, image_tag=image_tag,
@@ -197,7 +199,8 @@ def run_step(engine: Engine, index: DirectoryIndex, recipe: Recipe, ctx: BuildCo
             against=ctx.against, against_sha256=tuple(a for a in against_sha256.split(",") if a),
             checkout_recipe=checkout_recipe if checkout_tree else "",
             checkout_url=checkout_tree.url if checkout_tree else "",
-            checkout_sha=checkout_tree.sha if checkout_tree else "", platform=platform), provenance)
+            checkout_sha=checkout_tree.sha if checkout_tree else "", platform=platform,
+            normalizer=normalizer), provenance)
         with phases.time("publish"):
             added = index.add(wheels[0], manifest)
             entry = next(e for e in index.entries() if e.filename == added.filename)
@@ -232,6 +235,26 @@ def record_profile(root: Path | None, recipe: Recipe, wheel: str, jobs: int, tre
     except (OSError, ValueError, IndexError):
         pass
     return profile.save(root, made)
+
+
+def checked_normal_form(out: Path, wheel: Path, source_date_epoch: int, log_path: Path) -> tuple[str, dict[str, str]]:
+    """The wheel's sha256 and the Python and zlib that normalised it in the container
+    (OUT/normalize.json), after checking from its central directory that it is in normal
+    form and is the file the container hashed; a BuildError otherwise."""
+    try:
+        found = json.loads((out / normalize.NORMALIZE_FILE).read_text())
+        sha256 = found["wheels"][wheel.name]["sha256"]
+        runtime = {"version": str(found["version"]), "python": str(found["python"]), "zlib": str(found["zlib"])}
+    except (OSError, ValueError, KeyError, TypeError):
+        raise BuildError(f"{wheel.name}: the build container did not record its normalisation "
+                         f"({normalize.NORMALIZE_FILE})", f"see the log {log_path}") from None
+    problems = normalize.layout_problems(wheel, source_date_epoch)
+    if problems:
+        raise BuildError(f"{wheel.name} is not in normal form: {'; '.join(problems[:3])}",
+                         f"see the log {log_path}")
+    if sha256_file(wheel) != sha256:
+        raise BuildError(f"{wheel.name} changed after the build container normalised it", f"see the log {log_path}")
+    return sha256, runtime
 
 
 def _read_audit(path: Path) -> dict[str, Any]:

@@ -144,3 +144,33 @@ def test_a_bad_plat_setting_is_refused_before_anything_runs(env):
     done = run_builder("wheels", "--pkg", "bz2ver=main", config=env["cfg"], env={"BUILDER_WHEELS_PLAT": "centos7"})
     assert done.returncode == 2, done.stderr
     assert "wheels.plat 'centos7' is not a valid platform policy" in done.stderr and "Traceback" not in done.stderr
+
+
+# The host's zipfile made to deflate with zlib-ng (as on a host whose python links
+# zlib-ng-compat, e.g. Fedora's): had the host re-zipped the wheel, its bytes would differ
+# (tests/unit/test_normalize_container.py shows the two zlib builds write other bytes).
+ZLIB_NG_SITE = '''import os, zipfile
+import zlib_ng.zlib_ng as zlib_ng
+zipfile.zlib = zlib_ng
+with open(os.environ["BUILDER_TEST_ZLIB_MARK"], "a") as mark:
+    mark.write(f"{os.getpid()} zlib-ng {zlib_ng.ZLIBNG_VERSION}\\n")
+'''
+
+
+def test_a_host_with_another_zlib_builds_the_same_bytes(env, vendored):
+    wheel, _ = vendored
+    site = env["root"] / "zlib-ng-site"
+    site.mkdir()
+    (site / "sitecustomize.py").write_text(ZLIB_NG_SITE)
+    mark = env["root"] / "zlib-ng-used.txt"
+    cfg, index = other_data(env, "zlibng", "")
+    done = run_builder("wheels", "--pkg", "bz2ver=main", "--json", config=cfg,
+                       env={"PYTHONPATH": str(site), "BUILDER_TEST_ZLIB_MARK": str(mark)})
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "zlib-ng 2.3.3" in mark.read_text()  # the builder process deflated with zlib-ng
+    again = next(w for w in json.loads(done.stdout)["wheels"] if w["recipe"] == "bz2ver")
+    assert again["status"] == "built" and again["filename"] == wheel["filename"]
+    assert again["sha256"] == wheel["sha256"]
+    manifest = json.loads((index / "files" / f"{wheel['filename']}.manifest.json").read_text())
+    # the bytes are the python stage's: Debian bookworm's python3.11 and zlib1g
+    assert manifest["normalizer"] == {"version": "2", "python": "3.11.2", "zlib": "1.2.13"}

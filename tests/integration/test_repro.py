@@ -168,6 +168,12 @@ def test_lock_records_packages_hashes_and_sources(lock_file, built):
     assert stages["toolchain"]["apt"]["gcc-12"] == "12.2.0-14+deb12u1"
     assert "cpp-12" in stages["toolchain"]["apt"]  # pulled in, not named in builder.toml
     assert stages["base"]["apt"]["ca-certificates"] == "20230311+deb12u1"
+    # what normalised the wheel (builder.repro.normalize in the build container) is locked:
+    # the python stage's python3.11 and zlib1g, the versions the manifest's "normalizer" names
+    assert stages["python"]["apt"]["python3.11"] == "3.11.2-6+deb12u8"
+    assert stages["python"]["apt"]["zlib1g"] == "1:1.2.13.dfsg-1"
+    normalizer = json.loads(built["manifest_path"].read_text())["normalizer"]
+    assert normalizer == {"version": "2", "python": "3.11.2", "zlib": "1.2.13"}
     pip = stages["python"]["pip"]
     assert pip["setuptools"]["version"] == "80.9.0" and len(pip["setuptools"]["sha256"]) == 64
     assert pip["wheel"]["sha256"] and pip["packaging"]["sha256"]

@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from builder.errors import BuildError
 from builder.repro.normalize import (
+    NormalizeError,
     check_record,
     normalize_wheel,
     record_hash,
@@ -191,16 +191,16 @@ def test_a_wheel_without_record_or_with_duplicates_is_refused(tmp_path):
     bad = tmp_path / NAME
     with zipfile.ZipFile(bad, "w") as zf:
         zf.writestr("demo/__init__.py", b"")
-    with pytest.raises(BuildError, match="RECORD"):
+    with pytest.raises(NormalizeError, match="RECORD"):
         normalize_wheel(bad, SDE)
     dup = tmp_path / "dup" / NAME
     write_wheel(dup, list(FILES), (2024, 1, 1, 0, 0, 0), 6)
     with zipfile.ZipFile(dup, "a") as zf, pytest.warns(UserWarning):
         zf.writestr("demo/helper.py", b"other")
-    with pytest.raises(BuildError, match="duplicate zip entries demo/helper.py"):
+    with pytest.raises(NormalizeError, match="duplicate zip entries demo/helper.py"):
         normalize_wheel(dup, SDE)
     not_zip = tmp_path / "nz" / NAME
     not_zip.parent.mkdir()
     not_zip.write_bytes(b"not a zip")
-    with pytest.raises(BuildError, match="not a readable zip"):
+    with pytest.raises(NormalizeError, match="not a readable zip"):
         normalize_wheel(not_zip, SDE)
