@@ -37,7 +37,8 @@ def smoke_check(engine: Engine, cfg: Config, index: DirectoryIndex, image: str, 
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("w") as log:
         result = engine.run(ContainerSpec(
-            image=image, command=["sh", "-c", script], environment={"SMOKE": code, "HOME": "/tmp/home"},
+            image=image, command=["sh", "-c", script], environment={"SMOKE": code, "HOME": "/tmp/home",
+                                                         "PYTHONDONTWRITEBYTECODE": "1"},
             mounts=[Mount(str(index.root), INDEX_MOUNT, read_only=True)], network="none",
             labels={"builder.step": "smoke"}), log)
     if result.exit_code != 0:

@@ -23,7 +23,7 @@ TAG_BYPASSES = ("--force-reinstall", "--no-deps", "--platform", "--python-versio
 def test_local_index_install_is_plain_pip_install():
     assert pip_from_local_index("torch==2.9.0", "x y") == (
         "PIP_CONFIG_FILE=/dev/null PIP_FIND_LINKS= PIP_EXTRA_INDEX_URL= pip install --no-cache-dir "
-        "--disable-pip-version-check --index-url file:///index/simple/ torch==2.9.0 'x y'")
+        "--disable-pip-version-check --no-compile --index-url file:///index/simple/ torch==2.9.0 'x y'")
 
 
 class _RecordingEngine:
