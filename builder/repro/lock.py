@@ -213,7 +213,25 @@ def make_lock(engine: Engine, cfg: Config, base_id: str, stages: list[StageResul
         hashes = pip_hashes(engine, cfg, stage.tag, pip) if pip else {}
         locks[stage.name] = StageLock(stage.name, stage.key, stage.tag, stage.image_id, spec_digest(spec), apt,
                                       {n: PipPin(v, hashes.get(n, "")) for n, v in sorted(pip.items())})
-    return Lock(base=base, stages=locks, sources=sources)
+    return Lock(base=base, stages=locks, sources=sources, wheels=wheels_record(cfg, locks))
+
+
+def wheels_record(cfg: Config, stages: dict[str, StageLock]) -> dict[str, str]:
+    """What decides the wheels' platform tag: the [wheels] settings and the auditwheel
+    version the python stage holds (its hash is in that stage's pip pins)."""
+    auditwheel = next((s.pip["auditwheel"].version for s in stages.values() if "auditwheel" in s.pip), "")
+    return {"plat": cfg.wheels.plat, "external_libs": cfg.wheels.external_libs, "auditwheel": auditwheel}
+
+
+def check_wheels(lock: Lock, cfg: Config) -> None:
+    """--locked with other [wheels] settings than the lock's would give other tags: refused."""
+    if not lock.wheels:
+        return  # a lock from before the audit recorded none
+    asked = {"plat": cfg.wheels.plat, "external_libs": cfg.wheels.external_libs}
+    differ = [f"{k} {asked[k]!r} (lock: {lock.wheels.get(k)!r})" for k in asked if lock.wheels.get(k) != asked[k]]
+    if differ:
+        raise LockError(f"[wheels] differs from builder.lock: {', '.join(differ)}",
+                        "set [wheels] as the lock has it, or run `builder lock` again with these settings")
 
 
 def check_base(engine: Engine, lock: Lock, base_id: str) -> None:
@@ -319,5 +337,5 @@ def build_locked_deps(engine: Engine, cfg: Config, recipe: str, lock: Lock, spec
     return _build_pinned(engine, cfg, pinned, locked, report, logs_dir, parent.tag, parent.image_id)
 
 
-__all__ = ["build_locked_deps", "build_locked_stages", "check_sources", "load_lock", "make_deps_lock",
+__all__ = ["build_locked_deps", "build_locked_stages", "check_sources", "check_wheels", "load_lock", "make_deps_lock",
            "make_lock"]

@@ -83,6 +83,9 @@ class Lock:
     # Per recipe: the deps layer of its locked source (build requirements from the commit).
     deps: dict[str, StageLock] = field(default_factory=dict)
     prebuilt: dict[str, PrebuiltLock] = field(default_factory=dict)  # recipe name -> its locked wheels
+    # The wheel audit's settings ([wheels] plat, external_libs) and the auditwheel it ran with:
+    # which platform tag the wheels get (builder.repro.audit); --locked refuses other settings.
+    wheels: dict[str, str] = field(default_factory=dict)
     builder_version: str = __version__
     version: int = LOCK_VERSION
 
@@ -106,6 +109,7 @@ def lock_from_json(text: str, where: str = DEFAULT_LOCK) -> Lock:
                     sources={k: SourceLock(**v) for k, v in data.get("sources", {}).items()},
                     prebuilt={k: PrebuiltLock(v["version"], dict(v["files"]))
                               for k, v in data.get("prebuilt", {}).items()},
+                    wheels={str(k): str(v) for k, v in data.get("wheels", {}).items()},
                     builder_version=data.get("builder_version", ""), version=data["version"])
         _check_values(lock)
         return lock

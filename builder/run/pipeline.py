@@ -232,10 +232,11 @@ def run_wheels(cfg: Config, request: Request, note: Note, progress: StepProgress
         resolved = resolve(cfg, request)  # bad refs fail here, before any Docker call
     lock = None
     if request.lock_file:
-        from builder.repro.lock import build_locked_stages, check_sources, load_lock
+        from builder.repro.lock import build_locked_stages, check_sources, check_wheels, load_lock
 
         lock = load_lock(request.lock_file)
         check_sources(lock, [(s.name, s.ref.url, s.ref.ref, s.ref.sha) for s in resolved.sources if s.ref])
+        check_wheels(lock, cfg)
         from builder.repro.prebuilt_lock import check_prebuilt_version
 
         for s in resolved.sources:

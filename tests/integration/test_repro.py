@@ -186,6 +186,9 @@ def test_lock_records_packages_hashes_and_sources(lock_file, built):
     assert deps["image_id"] == next(s["image_id"] for s in built["report"]["stages"] if s["name"] == "deps")
     assert len(deps["pip"]["scikit-build-core"]["sha256"]) == 64 and len(deps["pip"]["cmake"]["sha256"]) == 64
     assert deps["pip"]["wheel"]["sha256"] == ""  # the python stage's, unchanged: pinned there
+    # What decides the wheels' platform tag: the [wheels] settings and the auditwheel that ran.
+    assert lock["wheels"] == {"plat": "auto", "external_libs": "vendor", "auditwheel": "6.8.2"}
+    assert len(pip["auditwheel"]["sha256"]) == 64
 
 
 def test_locked_build_reuses_what_matches_the_lock(env, built, lock_file):
@@ -253,6 +256,16 @@ def test_locked_with_a_moved_ref_fails_before_anything(env, built, lock_file):
     assert done.stderr.strip() == (
         f"error: torch: ref main moved: it is now {moved[:12]}, builder.lock has {head[:12]}; build the locked "
         f"commit (--torch {head}) or accept the new one with `builder lock --torch main`")
+
+
+def test_locked_with_other_wheels_settings_fails_before_anything(env, built, lock_file):
+    files_before = sorted(p.name for p in (env["index"] / "files").iterdir())
+    done = run_builder("wheels", "--torch", "main", "--no-smoke", "--locked", "--lock-file", str(lock_file),
+                       config=env["cfg"], env={"BUILDER_WHEELS_PLAT": "manylinux_2_28"})
+    assert done.returncode == 1
+    assert done.stderr.strip() == ("error: [wheels] differs from builder.lock: plat 'manylinux_2_28' (lock: 'auto'); "
+                                   "set [wheels] as the lock has it, or run `builder lock` again with these settings")
+    assert sorted(p.name for p in (env["index"] / "files").iterdir()) == files_before
 
 
 def test_lock_errors_are_clear(env, tmp_path):

@@ -3,6 +3,7 @@ builder.run.verify's per-file diff of two wheels."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import zipfile
 
@@ -12,12 +13,14 @@ from builder.config import load_config
 from builder.repro.lock import (
     apt_delta,
     check_sources,
+    check_wheels,
     differences,
     install_failures,
     locked_spec,
     parse_hashes,
     parse_inspection,
     spec_digest,
+    wheels_record,
 )
 from builder.repro.lockfile import (
     BaseLock,
@@ -51,6 +54,46 @@ def make() -> Lock:
                 stages={"toolchain": stage_lock("toolchain", TOOLCHAIN_APT),
                         "python": stage_lock("python", TOOLCHAIN_APT, PIP)},
                 sources={"torch": SourceLock("file:///repos/torch", "main", "a" * 40)})
+
+
+def _wheels_cfg(**wheels: str):
+    return load_config(None, {}, {f"wheels.{k}": v for k, v in wheels.items()})
+
+
+def test_wheels_record_holds_the_settings_and_the_auditwheel_of_the_python_stage():
+    stages = {"toolchain": stage_lock("toolchain", TOOLCHAIN_APT),
+              "python": stage_lock("python", TOOLCHAIN_APT, {**PIP, "auditwheel": PipPin("6.8.2", "3" * 64)})}
+    assert wheels_record(_wheels_cfg(plat="manylinux_2_28", external_libs="refuse"), stages) == {
+        "plat": "manylinux_2_28", "external_libs": "refuse", "auditwheel": "6.8.2"}
+    assert wheels_record(CFG, {"toolchain": stages["toolchain"]}) == {
+        "plat": "auto", "external_libs": "vendor", "auditwheel": ""}
+
+
+def test_locked_build_refuses_other_wheels_settings_and_accepts_the_locked_ones():
+    lock = dataclasses.replace(make(), wheels={"plat": "auto", "external_libs": "vendor", "auditwheel": "6.8.2"})
+    check_wheels(lock, CFG)  # same settings: accepted
+    with pytest.raises(LockError) as err:
+        check_wheels(lock, _wheels_cfg(plat="manylinux_2_28", external_libs="refuse"))
+    assert err.value.message == ("[wheels] differs from builder.lock: plat 'manylinux_2_28' (lock: 'auto'), "
+                              "external_libs 'refuse' (lock: 'vendor')")
+    assert "builder lock" in err.value.hint
+    with pytest.raises(LockError) as err:
+        check_wheels(lock, _wheels_cfg(external_libs="refuse"))
+    assert err.value.message == "[wheels] differs from builder.lock: external_libs 'refuse' (lock: 'vendor')"
+    # a lock from before the audit recorded no [wheels]: nothing to compare
+    check_wheels(dataclasses.replace(lock, wheels={}), _wheels_cfg(plat="manylinux_2_28"))
+
+
+def test_lock_wheels_round_trip_and_a_bad_shape_is_refused():
+    lock = dataclasses.replace(make(), wheels={"plat": "manylinux_2_28", "external_libs": "vendor",
+                                               "auditwheel": "6.8.2"})
+    text = lock_to_json(lock)
+    assert json.loads(text)["wheels"] == lock.wheels
+    assert lock_from_json(text) == lock
+    data = json.loads(text)
+    data["wheels"] = ["manylinux_2_28"]
+    with pytest.raises(LockError, match="not a valid builder lock file"):
+        lock_from_json(json.dumps(data))
 
 
 def test_lock_file_round_trips_and_rejects_garbage():
