@@ -9,8 +9,9 @@ a POSIX TZ string, so it needs no tzdata; subprocesses (the `builder` CLI) inher
 
 The user's caches are not the suite's: builder's download cache defaults to
 ``$XDG_CACHE_HOME/builder/downloads`` (the user's), so the suite points XDG_CACHE_HOME at
-a directory of its own, removed at the end; pip's and uv's caches stay where they were
-(PIP_CACHE_DIR, UV_CACHE_DIR), so the suite's own installs are not made cold."""
+a directory of its own, removed at the end (its bytecode cache likewise); pip's and uv's
+caches stay where they were (PIP_CACHE_DIR, UV_CACHE_DIR), so the suite's own installs are
+not made cold."""
 
 from __future__ import annotations
 
@@ -38,6 +39,14 @@ os.environ.setdefault("UV_CACHE_DIR", os.path.join(_HOME_CACHE, "uv"))
 SUITE_CACHE = Path(tempfile.mkdtemp(prefix="builder-test-xdg-cache-"))
 os.environ["XDG_CACHE_HOME"] = str(SUITE_CACHE)
 atexit.register(shutil.rmtree, SUITE_CACHE, True)
+# The `builder` runs (hundreds of subprocesses) cache their bytecode as an installed builder
+# has it: a machine whose environment sets PYTHONDONTWRITEBYTECODE would make each one
+# compile builder's ~85 modules again (0.13 s each). The cache is the suite's own, outside
+# the checkout (PYTHONPYCACHEPREFIX), removed at the end.
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
+SUITE_BYTECODE = Path(tempfile.mkdtemp(prefix="builder-test-pyc-"))
+os.environ["PYTHONPYCACHEPREFIX"] = str(SUITE_BYTECODE)
+atexit.register(shutil.rmtree, SUITE_BYTECODE, True)
 # The fixture repos (builder.examples) are a few MB, not pytorch: the recipes' real disk
 # figures (Recipe.disk_gib, tens of GiB) would refuse them on a small disk. Only the floor,
 # [build] min_free_disk_gib, applies; a test of the estimate sets this variable itself.

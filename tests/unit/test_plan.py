@@ -10,7 +10,7 @@ import pytest
 from builder.config import load_config
 from builder.errors import BuildError, ConfigError
 from builder.stages.plan import image_stages, render_stage, select_stages, stage_key, upstream_version
-from builder.stages.render import render_template
+from builder.stages.render import _environment, render_template
 from tests.conftest import REPO
 
 
@@ -116,6 +116,28 @@ def test_missing_variable_fails(tmp_path):
     (tmp_path / "t.j2").write_text("FROM {{ parent }}\nRUN echo {{ missing | q }}\n")
     with pytest.raises(BuildError, match="'missing' is undefined"):
         render_template("t.j2", {"parent": "x"}, tmp_path)
+
+
+def test_compiled_templates_are_kept_in_the_user_cache(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    templates = tmp_path / "templates"
+    templates.mkdir()
+    (templates / "t.j2").write_text("FROM {{ parent }}\nRUN echo {{ word | q }}\n")
+    assert render_template("t.j2", {"parent": "x", "word": "a b"}, templates) == "FROM x\nRUN echo 'a b'\n"
+    cached = list((tmp_path / "cache" / "builder" / "jinja").iterdir())
+    assert len(cached) == 1 and cached[0].stat().st_size > 0 and not cached[0].name.endswith(".tmp")
+    # a later process (a fresh Environment) loads that bytecode and renders the same
+    _environment.cache_clear()
+    (templates / "t.j2").touch()
+    assert render_template("t.j2", {"parent": "y", "word": "c"}, templates) == "FROM y\nRUN echo c\n"
+    assert list((tmp_path / "cache" / "builder" / "jinja").iterdir()) == cached
+
+
+def test_templates_render_without_a_writable_cache(tmp_path, monkeypatch):
+    (tmp_path / "cache").write_text("a file where the cache dir would be")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    (tmp_path / "t.j2").write_text("FROM {{ parent }}\n")
+    assert render_template("t.j2", {"parent": "x"}, tmp_path) == "FROM x\n"
 
 
 def test_select_stages():
