@@ -192,8 +192,22 @@ def audit(raw: Path, dist: Path, out: Path, plat: str, mode: str, excludes: list
     if done.returncode != 0 or len(repaired) != 1:
         last = (done.stderr.strip().splitlines() or ["(no output)"])[-1]
         raise AuditError(f"auditwheel repair failed on {wheel.name}: {last}", "see the build log")
-    record = audit_record(repaired[0].name, _show(repaired[0]), policies, arch, vendored, excludes)
-    return {**record, "auditwheel": (_auditwheel("--version").stdout.split() + ["", ""])[1]}
+    # Nothing vendored: repair only retagged the wheel (no ELF file was patched), so its
+    # symbol versions are the ones `show` read before; a second `show` would only cost
+    # another auditwheel start. With vendored libraries the repaired wheel is read again.
+    after = _show(repaired[0]) if vendored else show
+    record = audit_record(repaired[0].name, after, policies, arch, vendored, excludes)
+    return {**record, "auditwheel": _auditwheel_version()}
+
+
+def _auditwheel_version() -> str:
+    """The installed auditwheel's version, from its metadata (no process of its own)."""
+    from importlib.metadata import PackageNotFoundError, version
+
+    try:
+        return version("auditwheel")
+    except PackageNotFoundError:
+        return ""
 
 
 def main(argv: list[str]) -> int:

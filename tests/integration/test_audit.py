@@ -104,6 +104,7 @@ def test_an_outside_library_is_vendored_and_the_wheel_retagged(env, vendored, en
     assert "bz2ver: manylinux_2_26_x86_64 (limited by GLIBC_2.25 (libc.so.6)); vendored libbz2.so.1.0" in said, said
     manifest = json.loads((env["index"] / "files" / f"{wheel['filename']}.manifest.json").read_text())
     assert manifest["platform"]["policy"] == "manylinux_2_26"
+    assert manifest["platform"]["auditwheel"] == "6.8.2"  # the image's, read from its metadata
     listed = run_builder("index", "list", config=env["cfg"], env={"COLUMNS": "200"})
     assert listed.returncode == 0 and "GLIBC_2.25" in listed.stdout
     assert leftover_containers(engine, env) == []

@@ -189,3 +189,29 @@ def test_the_record_takes_the_policy_from_the_repaired_tag_not_from_show():
     assert record == {"policy": "manylinux_2_24", "tag": "manylinux_2_24_x86_64", "audited": True,
                       "limited_by": ["CXXABI_1.3.9 (libstdc++.so.6)", "GLIBCXX_3.4.21 (libstdc++.so.6)"],
                       "vendored": [], "excluded": ["libtorch.so*"]}
+
+
+@pytest.mark.parametrize(("external", "shows"), [({}, 1), ({"libbz2.so.1.0": "/usr/lib/libbz2.so.1.0"}, 2)])
+def test_the_repaired_wheel_is_read_again_only_when_libraries_were_vendored(tmp_path, monkeypatch, external, shows):
+    """Repair that vendors nothing only retags (no ELF file patched): the first `show`
+    stands for the repaired wheel. Vendored libraries change the wheel: it is read again.
+    auditwheel itself runs in tests/integration/test_audit.py; here its answers are given."""
+    raw, dist = tmp_path / "raw", tmp_path / "dist"
+    raw.mkdir(), dist.mkdir()
+    _wheel(raw / "x-1-cp311-cp311-linux_x86_64.whl")
+    calls: list[str] = []
+    show = {"sym_tag": "manylinux_2_24_x86_64", "versioned_symbols": FIXTURE_TORCH, "external_libs": external}
+
+    def fake_auditwheel(*args: str):
+        calls.append(args[0])
+        if args[0] == "repair":
+            _wheel(Path(args[2]) / "x-1-cp311-cp311-manylinux_2_24_x86_64.whl")
+            return audit.subprocess.CompletedProcess(args, 0, "", "")
+        return audit.subprocess.CompletedProcess(args, 0, json.dumps(show), "")
+
+    monkeypatch.setattr(audit, "_auditwheel", fake_auditwheel)
+    monkeypatch.setattr(audit, "_policies", lambda family: POLICIES)
+    record = audit.audit(raw, dist, tmp_path, "auto", "vendor", [])
+    assert calls == ["show", "repair", *(["show"] if shows == 2 else [])]
+    assert record["tag"] == "manylinux_2_24_x86_64" and record["vendored"] == sorted(external)
+    assert record["limited_by"] == ["CXXABI_1.3.9 (libstdc++.so.6)", "GLIBCXX_3.4.21 (libstdc++.so.6)"]
