@@ -10,9 +10,14 @@ setup:
 	.ci/setup
 
 # Everything CI runs, in file order (-p no:randomly: pytest-randomly is installed but off);
-# the 30 slowest tests are listed at the end (where the suite's time goes).
+# the 30 slowest tests are listed at the end (where the suite's time goes). Two workers
+# (pytest-xdist), a whole module to a worker (--dist loadfile: a module's one cold build and
+# the tests on it stay in one process): half of an integration module's time is waits
+# (downloads, container starts, fsync), which the other worker fills. TEST_WORKERS=1 runs
+# the suite in one worker; more workers share the same cores with each build's jobs.
+TEST_WORKERS ?= 2
 test: setup
-	$(PY) -m pytest tests -q -p no:randomly --durations=30
+	$(PY) -m pytest tests -q -p no:randomly -n $(TEST_WORKERS) --dist loadfile --durations=30
 
 # The same suite shuffled (pytest-randomly): an order dependence between tests fails here.
 # The seed is printed at the top: replay that order with `make test-random SEED=<n>`;

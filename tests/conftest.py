@@ -16,15 +16,19 @@ not made cold."""
 from __future__ import annotations
 
 import atexit
+import contextlib
 import os
 import shutil
 import subprocess
 import sys
 import tempfile
 import time
+import uuid
+from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from filelock import FileLock
 
 # Before any test module (hence builder) is imported: conftest.py is loaded first.
 TEST_TZ = "<-04>4<-03>,M9.1.6/24,M4.1.6/24"  # UTC-4, and UTC-3 from September to April
@@ -110,18 +114,19 @@ def bazel_mirror_url() -> str:
     return _MIRROR[0].url
 
 
-def write_config(path: Path, data_dir: Path, extra: str = "") -> Path:
+def write_config(path: Path, data_dir: Path, extra: str = "", base: str = BASE_TAG) -> Path:
     """A builder.toml for tests: the host's CA bundle (so pip in containers reaches PyPI
     through this machine's TLS proxy), a private data dir, the test Bazel mirror, plus
-    ``extra`` TOML. Each config downloads into a cache of its own (``<data_dir>/downloads``)
-    unless ``extra`` names one: a test that counts downloads must not see another's."""
+    ``extra`` TOML, on the shared base image unless ``base`` names another tag. Each config
+    downloads into a cache of its own (``<data_dir>/downloads``) unless ``extra`` names one:
+    a test that counts downloads must not see another's."""
     if "download_cache" not in extra:
         own = f'download_cache = "{data_dir / "downloads"}"\n'
         extra = (extra.replace("[prebuilt]\n", "[prebuilt]\n" + own, 1) if "[prebuilt]\n" in extra
                  else extra + ("" if not extra or extra.endswith("\n") else "\n") + "[prebuilt]\n" + own)
     path.write_text(
         f'data_dir = "{data_dir}"\n'
-        f"[base]\nimage = \"{BASE_TAG}\"\n"
+        f"[base]\nimage = \"{base}\"\n"
         f"[ca]\nextra_certificates = \"{HOST_CA}\"\n"
         f"[bazel]\nbase_url = \"{bazel_mirror_url()}\"\n" + extra
     )
@@ -141,10 +146,45 @@ def engine():
 
 
 @pytest.fixture(scope="session")
-def base_image(engine, tmp_path_factory) -> str:
-    """The bootstrapped base image, made once per machine through the real command."""
-    if engine.image_id(BASE_TAG) is None:
-        data = tmp_path_factory.mktemp("bootstrap")
-        cfg = write_config(data / "builder.toml", data)
-        run_builder("base", "bootstrap", config=cfg, check=True)
+def base_image(engine, tmp_path_factory, worker_id) -> str:
+    """The bootstrapped base image, made once per machine through the real command. The
+    suite's workers (pytest-xdist) share one: the first to need it bootstraps it under a
+    lock in the run's shared temp dir, the others wait and find it there."""
+    shared = tmp_path_factory.getbasetemp() if worker_id == "master" else tmp_path_factory.getbasetemp().parent
+    with FileLock(str(shared / "base-image.lock")):
+        if engine.image_id(BASE_TAG) is None:
+            data = tmp_path_factory.mktemp("bootstrap")
+            cfg = write_config(data / "builder.toml", data)
+            run_builder("base", "bootstrap", config=cfg, check=True)
     return BASE_TAG
+
+
+def stages_on(engine, base_tag: str) -> list[str]:
+    """IDs of builder's stage images made on the base image tagged ``base_tag``: the base
+    stages whose FROM named it, then every stage whose ``builder.parent-id`` chains to one
+    of them, parents before children."""
+    images = engine.client.images.list(filters={"label": "builder.stage"})
+    children: dict[str, list[str]] = {}
+    for image in images:
+        children.setdefault(image.labels.get("builder.parent-id", ""), []).append(image.id)
+    found = [i.id for i in images if i.labels.get("org.opencontainers.image.base.name") == base_tag]
+    for image_id in found:  # grows while it is walked: breadth first
+        found += [c for c in children.get(image_id, []) if c not in found]
+    return found
+
+
+@contextlib.contextmanager
+def own_base(engine, base_image: str, name: str) -> Iterator[str]:
+    """The shared base image under a tag of this run only: every stage built on it has a
+    key of its own (the base stage's FROM names the tag), so a test may remove a stage it
+    made (a deps layer, to stand for a machine that never built it) without pulling one
+    from under another test, or the user, building on the shared base at the same time.
+    On exit the stages made on it and the tag are removed; the shared image stays."""
+    tag = f"builder/debian:{name}-{uuid.uuid4().hex[:8]}"
+    engine.client.images.get(base_image).tag(tag)
+    try:
+        yield tag
+    finally:
+        for image_id in reversed(stages_on(engine, tag)):
+            engine.remove_image(image_id)
+        engine.remove_image(tag)  # the tag only: the image stays under the shared one

@@ -21,7 +21,7 @@ import pytest
 from builder.examples import commit_change, write_example_repo
 from builder.repro.lockfile import LOCK_VERSION
 from builder.repro.manifest import SCHEMA_PATH, validate_manifest
-from tests.conftest import run_builder, write_config
+from tests.conftest import own_base, run_builder, write_config
 
 pytestmark = pytest.mark.docker
 
@@ -34,6 +34,13 @@ SECRETS_ENV = {"CI_DEPLOY_TOKEN": TOKEN, "BUILDER_INDEX_PASSWORD": PASSWORD}
 
 @pytest.fixture(scope="module")
 def env(tmp_path_factory, base_image, engine):
+    """Two configs on a base tag of the module's own (tests/conftest.py own_base): a test
+    below removes its deps layer, which must not be one other tests build on."""
+    with own_base(engine, base_image, "repro-test") as base:
+        yield from module_env(tmp_path_factory, engine, base)
+
+
+def module_env(tmp_path_factory, engine, base: str):
     root = tmp_path_factory.mktemp("repro")
     repo = write_example_repo("faketorch", root / "repos" / "faketorch")
     volume = f"builder-test-repro-{uuid.uuid4().hex[:8]}"
@@ -41,7 +48,7 @@ def env(tmp_path_factory, base_image, engine):
     for name in ("a", "b"):  # two data dirs: other checkout paths, other ccache volumes
         configs[name] = write_config(root / f"builder-{name}.toml", root / f"data-{name}",
                                      f'[cache]\nccache = "volume:{volume}-{name}"\nbazel = "volume:{volume}-bazel"\n'
-                                     f'[repos]\ntorch = "file://{repo}"\n[build]\njobs = 2\n')
+                                     f'[repos]\ntorch = "file://{repo}"\n[build]\njobs = 2\n', base=base)
     yield {"root": root, "repo": repo, "cfg": configs["a"], "cfg_b": configs["b"],
            "data": root / "data-a", "data_b": root / "data-b", "index": root / "data-a" / "index"}
     for suffix in ("a", "b", "bazel"):
