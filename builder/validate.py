@@ -134,12 +134,10 @@ def build_requirement(value: object, field: str = "requirement") -> str:
     if text.startswith("-") or not _BUILD_REQUIREMENT_CHARS.match(text):
         raise ValidationError(f"{field} {text!r} is not a valid requirement",
                               "name[extras] version-specifiers; markers (no URLs, no pip options)")
-    try:
-        parsed = Requirement(text)
+    try:  # a URL requirement (``x @ https://...``) cannot pass the allowed characters above
+        Requirement(text)
     except InvalidRequirement as exc:
         raise ValidationError(f"{field} {text!r} is not a valid requirement: {exc}") from None
-    if parsed.url:
-        raise ValidationError(f"{field} {text!r} points at a URL", "build requirements come from the package index")
     return text
 
 

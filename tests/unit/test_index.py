@@ -153,7 +153,7 @@ def test_replace_overwrites_and_updates_the_page(index: DirectoryIndex, tmp_path
 @pytest.mark.parametrize("name", [
     "../Foo-1.0-py3-none-any.whl", "../../etc/passwd", "files/../../x-1.0-py3-none-any.whl",
     "..\\Foo-1.0-py3-none-any.whl", "/etc/Foo-1.0-py3-none-any.whl",
-])
+], ids=lambda name: name.replace("\\", "<bs>"))  # an id with a backslash cannot be selected again (make mutate)
 def test_path_traversal_names_are_refused(index: DirectoryIndex, src: Path, name: str) -> None:
     index.add(make_wheel(src, "Foo", "1.0"))
     with pytest.raises(PackageIndexError, match="bare wheel file name|not a valid wheel"):

@@ -112,15 +112,19 @@ def test_the_host_check_returns_the_sha_and_the_runtime(raw, tmp_path):
 
 
 def test_the_host_check_refuses_a_missing_record_a_changed_file_and_a_raw_wheel(raw, tmp_path):
-    with pytest.raises(BuildError, match=r"did not record its normalisation \(normalize.json\)"):
+    with pytest.raises(BuildError, match=r"did not record its normalisation \(normalize.json\)") as err:
         checked_normal_form(tmp_path, raw, SDE, tmp_path / "log")
+    assert err.value.hint == f"see the log {tmp_path / 'log'}"
     record = {"version": "2", "python": "3.11.2", "zlib": "1.2.13", "wheels": {NAME: {"sha256": "0" * 64}}}
     (tmp_path / normalize.NORMALIZE_FILE).write_text(json.dumps(record))
-    with pytest.raises(BuildError, match="not in normal form: demo/: a directory entry; entries are not in normal"):
+    with pytest.raises(BuildError, match="not in normal form: demo/: a directory entry; entries are not in normal") \
+            as err:
         checked_normal_form(tmp_path, raw, SDE, tmp_path / "log")
+    assert err.value.hint == f"see the log {tmp_path / 'log'}"
     normalize.normalize_wheel(raw, SDE)
-    with pytest.raises(BuildError, match="changed after the build container normalised it"):
+    with pytest.raises(BuildError, match="changed after the build container normalised it") as err:
         checked_normal_form(tmp_path, raw, SDE, tmp_path / "log")
+    assert err.value.hint == f"see the log {tmp_path / 'log'}"
     with pytest.raises(BuildError, match="is not in normal form: .*date_time"):
         checked_normal_form(tmp_path, raw, SDE + 2, tmp_path / "log")
 

@@ -199,3 +199,82 @@ def test_deps_stage_key_follows_the_requirements():
     other = render_stage(deps_stage(cfg, ("cmake>=3.27",), ("requirements-build.txt",)), "p", "sha256:1")
     assert one.key == same.key != other.key
     assert "pyyaml" in one.dockerfile and "pyyaml" not in other.dockerfile
+
+
+def test_upstream_version_keeps_colons_and_dashes_of_the_upstream_part():
+    """deb-version(7): the epoch ends at the first colon, the revision begins at the last
+    dash; the upstream part between may hold both."""
+    assert upstream_version("1:2.3:4-1") == "2.3:4"
+    assert upstream_version("2.3-rc1-5") == "2.3-rc1"
+    assert upstream_version("2:1.0-rc-1-2") == "1.0-rc-1"
+
+
+def test_image_stage_pins_and_compiler_checks_name_the_debian_packages():
+    """What the built images are checked against (dpkg-query, the compilers' banners): the
+    real bookworm package names, each with its configured version."""
+    cfg = load_config(None, {})
+    base, toolchain, python = image_stages(cfg)
+    tc, py = cfg.toolchain, cfg.python
+    assert base.pins == {"ca-certificates": cfg.base.ca_certificates}
+    assert toolchain.pins == {
+        "gcc-12": tc.gcc, "g++-12": tc.gcc, "clang-14": tc.clang, "ccache": tc.ccache, "cmake": tc.cmake,
+        "ninja-build": tc.ninja, "git": tc.git, "make": tc.make,
+        f"python{py.version}": py.package_version, f"python{py.version}-dev": py.package_version,
+    }
+    assert py.version == "3.11" and "python3.11-dev" in toolchain.pins
+    assert toolchain.compilers == {"gcc": tc.gcc, "g++": tc.gcc, "clang": tc.clang}
+    assert base.compilers == python.compilers == {} and python.pins == {}
+    assert toolchain.context["python_series"] == "3.11"
+    assert python.context["python_series"] == "3.11"
+    assert [s.template for s in (base, toolchain, python)] == [
+        "base.Dockerfile.j2", "toolchain.Dockerfile.j2", "python.Dockerfile.j2"]
+
+
+def test_deps_stage_exact_with_and_without_bazelisk():
+    from builder.config import Config
+    from builder.stages.plan import deps_stage
+
+    cfg = load_config(None, {"BUILDER_TOOLCHAIN_NPM_REGISTRY": "https://npm.example/registryX/"})
+    spec = deps_stage(cfg, ("cmake>=3.27",), (), "7.4.1")
+    tc = cfg.toolchain
+    assert spec.name == "deps" and spec.template == "deps.Dockerfile.j2"
+    assert spec.context == {
+        "requirements": ["cmake>=3.27"], "sources": ["none"], "index_url": cfg.python.index_url, "pip_lock": [],
+        "bazelisk": {"url": f"https://npm.example/registryX/@bazel/bazelisk/-/bazelisk-{tc.bazelisk}.tgz",
+                     "version": tc.bazelisk, "sha512": tc.bazelisk_sha512}}
+    plain = deps_stage(Config(), ("pyyaml",), ("requirements-build.txt", "pyproject.toml"))
+    assert plain.context["bazelisk"] == {} and plain.context["sources"] == ["requirements-build.txt",
+                                                                           "pyproject.toml"]
+    rendered = render_stage(spec, "builder/python:k", "sha256:1")
+    assert f"bazelisk-{tc.bazelisk}.tgz" in rendered.dockerfile and tc.bazelisk_sha512 in rendered.dockerfile
+    assert "bazelisk" not in render_stage(plain, "builder/python:k", "sha256:1").dockerfile
+
+
+def test_render_stage_keys_on_its_own_name_and_keeps_its_parent():
+    spec = image_stages(load_config(None, {}))[2]
+    stage = render_stage(spec, "builder/toolchain:abc", "sha256:parent")
+    assert stage.parent_ref == "builder/toolchain:abc" and stage.parent_id == "sha256:parent"
+    assert stage.key == stage_key("python", stage.dockerfile, "sha256:parent", {}, {})
+    assert stage.tag == f"builder/python:{stage.key}" and stage.name == "python"
+    assert stage.dockerfile.startswith("FROM builder/toolchain:abc") or "\nFROM builder/toolchain:abc" in \
+        stage.dockerfile
+
+
+def test_unknown_stage_and_unreadable_ca_say_how_to_fix(tmp_path):
+    from builder.stages.plan import read_extra_ca
+
+    specs = image_stages(load_config(None, {}))
+    with pytest.raises(ConfigError) as err:
+        select_stages(specs, "torch2")
+    assert (err.value.message, err.value.hint) == ("unknown stage 'torch2'", "choose one of: base, toolchain, python")
+    missing = tmp_path / "none.crt"
+    with pytest.raises(ConfigError) as err:
+        read_extra_ca(load_config(None, {"BUILDER_CA_EXTRA_CERTIFICATES": str(missing)}))
+    assert (err.value.message, err.value.hint) == (
+        f"ca.extra_certificates: cannot read {missing}: No such file or directory",
+        "point it at a PEM bundle, e.g. /etc/ssl/certs/ca-certificates.crt")
+    (tmp_path / "x.crt").write_text("not a certificate\n")
+    with pytest.raises(ConfigError) as err:
+        read_extra_ca(load_config(None, {"BUILDER_CA_EXTRA_CERTIFICATES": str(tmp_path / "x.crt")}))
+    assert (err.value.message, err.value.hint) == (f"ca.extra_certificates: {tmp_path / 'x.crt'} holds no PEM "
+                                                   "certificate", None)

@@ -54,3 +54,68 @@ def test_remote_execution_lines_on_paper():
                                  "build --remote_instance_name=default", "build --jobs=200"]
     with pytest.raises(ValueError, match="grpc"):
         xla.remote_execution_bazelrc("http://cache:8080")
+
+
+class FixedRecipe:
+    """A recipe whose script shows the context values the key sees, so the key's own
+    computation can be pinned without pinning any real recipe's script."""
+
+    name = "fixed"
+
+    def unkeyed_env(self):
+        return {"MAX_JOBS", "HOME"}
+
+    def script(self, ctx):
+        return f"build jobs={ctx.jobs} epoch={ctx.source_date_epoch} remote={ctx.bazel_remote!r} v={ctx.version}"
+
+
+def fixed_key(**kw):
+    args = {"recipe": FixedRecipe(), "image_id": "sha256:img", "source_sha": "a" * 40,
+            "env": {"USE_CUDA": "0", "MAX_JOBS": "2", "CCACHE_BASEDIR": "/src"}, "against_sha256": "",
+            "ctx": BuildContext(jobs=2, source_date_epoch=1), "requirements": (), "checkout_source": ""}
+    return wheel_key(**{**args, **kw})
+
+
+def test_the_wheel_key_is_pinned():
+    """Its value is pinned (a changed computation makes every user's wheels rebuild) and
+    does not depend on the order of the env: jobs and the remote cache are set aside."""
+    assert fixed_key() == "7ce705b6bc0b625a7468a6e1a5e4c7ef"
+    assert fixed_key(env={"CCACHE_BASEDIR": "/src", "MAX_JOBS": "2", "USE_CUDA": "0"}) == fixed_key()
+    assert fixed_key(ctx=BuildContext(jobs=9, source_date_epoch=1, bazel_remote="http://127.0.0.1:9/c")) \
+        == fixed_key()
+    # against, requirements and checkout default to none
+    ctx = BuildContext(jobs=2, source_date_epoch=1)
+    plain = wheel_key(FixedRecipe(), "sha256:img", "a" * 40, {"USE_CUDA": "0"}, ctx=ctx)
+    assert plain == fixed_key(env={"USE_CUDA": "0"})
+    assert fixed_key(ctx=None) == "b5b5df6f0394455f90d98a5d1a4abd55"  # the default context: jobs 0, epoch 0
+
+
+def test_every_input_of_the_wheel_key_changes_it():
+    base = fixed_key()
+    others = {
+        "recipe": fixed_key(recipe=type("Other", (FixedRecipe,), {"name": "other"})()),
+        "image": fixed_key(image_id="sha256:other"),
+        "source": fixed_key(source_sha="b" * 40),
+        "env": fixed_key(env={"USE_CUDA": "1", "MAX_JOBS": "2", "CCACHE_BASEDIR": "/src"}),
+        # built against another torch wheel (its sha256): never the old key
+        "against": fixed_key(against_sha256="c" * 64),
+        "checkout": fixed_key(checkout_source="d" * 40),
+        "epoch": fixed_key(ctx=BuildContext(jobs=2, source_date_epoch=2)),
+        "version": fixed_key(ctx=BuildContext(jobs=2, source_date_epoch=1, version="9.9")),
+        "requirements": fixed_key(requirements=("numpy",)),
+    }
+    assert base not in others.values() and len(set(others.values())) == len(others)
+
+
+def test_speed_only_env_is_not_keyed():
+    """Job counts, HOME and ccache's own settings change speed, not bytes."""
+    base = fixed_key()
+    assert fixed_key(env={"USE_CUDA": "0", "MAX_JOBS": "7", "CCACHE_BASEDIR": "/other", "CCACHE_DIR": "/c"}) == base
+    assert wheelstep.keyed_env(FixedRecipe(), {"USE_CUDA": "0", "MAX_JOBS": "2", "CCACHE_SLOPPINESS": "x",
+                                               "ccache_lower": "1"}) == {"USE_CUDA": "0", "ccache_lower": "1"}
+
+
+def test_the_build_container_gets_the_shared_cache_dir_and_its_stats_log():
+    env = container_env(get_recipe("torch"), CTX)
+    assert env["CCACHE_DIR"] == "/ccache" and env["CCACHE_STATSLOG"] == "/out/ccache-stats.log"
+    assert env["HOME"] == "/tmp/builder-home" and env["PYTHONDONTWRITEBYTECODE"] == "1"
