@@ -30,7 +30,7 @@ class StepMounts:
     """What a wheel step mounts for its caches."""
 
     ccache: str  # volume name or host path
-    bazel: str
+    bazel: str  # volume name or host path; "" for a build without Bazel (nothing mounted)
     index_root: Path
     ccache_read_only: bool = False
     ccache_env: dict[str, str] = field(default_factory=dict)

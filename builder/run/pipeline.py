@@ -158,10 +158,12 @@ def _build_package(engine: Engine, cfg: Config, index: DirectoryIndex, planned: 
     # The cache volumes are readied by containers while git checks out on the host: neither
     # needs the other, and only the volumes' thread talks to the engine meanwhile.
     with phases.time("checkout + cache volumes"), ThreadPoolExecutor(1) as pool:
+        # the Bazel cache only for a recipe that builds with Bazel: a torch build neither
+        # mounts nor creates it (an unused builder-bazel volume in the user's engine)
         preparing = pool.submit(lambda: prepare_ccache(
             engine, cfg, setting.deps.tag, index.root,
-            prepare_bazel_cache(engine, cfg, setting.deps.tag if recipe.bazel_cache_dirs() else "",
-                                recipe.bazel_cache_dirs(), recipe.bazel_user_dirs())))
+            prepare_bazel_cache(engine, cfg, setting.deps.tag, recipe.bazel_cache_dirs(), recipe.bazel_user_dirs())
+            if recipe.bazel_cache_dirs() else ""))
         try:
             tree = check_out(cfg, recipe, planned.source)
         finally:

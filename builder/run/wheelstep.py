@@ -153,7 +153,7 @@ def run_step(engine: Engine, index: DirectoryIndex, recipe: Recipe, ctx: BuildCo
         spec = ContainerSpec(
             image=image_tag, command=["sh", "-c", recipe.script(ctx)], environment=env,
             mounts=[Mount(mounts.ccache, CCACHE_MOUNT, read_only=mounts.ccache_read_only),
-                    Mount(mounts.bazel, BAZEL_CACHE_MOUNT),
+                    *([Mount(mounts.bazel, BAZEL_CACHE_MOUNT)] if mounts.bazel else []),  # Bazel builds only
                     Mount(str(tree.path), recipe.source_dir), Mount(str(out), OUT_MOUNT),
                     Mount(str(index.root), INDEX_MOUNT, read_only=True),
                     # pytorch/xla's layout: xla (above) inside the torch checkout (builder.recipes.xla_layout)

@@ -30,7 +30,7 @@ def env(tmp_path_factory, base_image, engine):
     cfg = write_config(root / "builder.toml", root / "data",
                        f'[cache]\nccache = "volume:{volume}"\nbazel = "volume:{volume}-bazel"\n'
                        f'[repos]\ntorch = "file://{torch_repo}"\n')
-    yield {"cfg": cfg, "torch": torch_repo, "index": root / "data" / "index"}
+    yield {"cfg": cfg, "torch": torch_repo, "index": root / "data" / "index", "volume": volume}
     engine.remove_volume(volume)
     engine.remove_volume(f"{volume}-bazel")
 
@@ -55,9 +55,11 @@ def main_build(env):
     return build(env, "main")
 
 
-def test_main_builds_with_scikit_build_core_through_pep517(env, main_build):
+def test_main_builds_with_scikit_build_core_through_pep517(env, main_build, engine):
     torch, deps = main_build
     assert torch["status"] == "built"
+    # torch builds without Bazel: its Bazel cache is neither mounted nor created
+    assert engine.client.volumes.list(filters={"name": f"{env['volume']}-bazel"}) == []
     log = open(torch["log"]).read()
     manifest = json.loads((env["index"] / "files" / f"{torch['filename']}.manifest.json").read_text())
     internal = manifest["predicate"]["buildDefinition"]["internalParameters"]
