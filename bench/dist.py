@@ -42,7 +42,7 @@ def main() -> None:
     cfg = root / "builder.toml"
     volumes = []
     try:
-        repo = write_example_repo("faketorch", root / "faketorch")
+        repo = write_example_repo("faketorch", root / "faketorch", heavy=True)  # 1.4 s a unit, as real
         token = root / "data" / "dist" / "client-token"
         cfg.write_text(f'data_dir = "{root / "data"}"\n[ca]\nextra_certificates = "{HOST_CA}"\n'
                        f'[repos]\ntorch = "file://{repo}"\n[dist]\ntoken_file = "{token}"\n')

@@ -63,7 +63,7 @@ def main() -> None:
     tag = uuid.uuid4().hex[:8]
     volumes: list[str] = []
     try:
-        repo = write_example_repo("faketorch", root / "repos" / "faketorch")
+        repo = write_example_repo("faketorch", root / "repos" / "faketorch", heavy=True)  # 1.4 s a unit, as real
         cfg = root / "builder.toml"
         cfg.write_text(f'data_dir = "{root / "data"}"\n[ca]\nextra_certificates = "{HOST_CA}"\n'
                        f'[repos]\ntorch = "file://{repo}"\n')

@@ -133,7 +133,7 @@ def one_round(root: Path, tag: str, remote: str) -> dict[str, float]:
     volumes = [f"builder-bench-{n}-{tag}" for n in ("shared", "fresh", "overhead")]
     out: dict[str, float] = {}
     try:
-        repo = write_example_repo("faketorch", root / "repos" / "faketorch")
+        repo = write_example_repo("faketorch", root / "repos" / "faketorch", heavy=True)  # 1.4 s a unit, as real
         alice = config(root, "alice", repo, f"volume:{volumes[0]}")
         cold, cold_report = builder(alice, "--torch", "main", "--no-smoke", "--user", "1000:1000",
                                     "--ccache-remote", remote)

@@ -131,12 +131,25 @@ def _copy_tree(src: Path, dest: Path) -> None:
                 path.rename(path.with_name("." + path.name[len(DOT_PREFIX) :]))
 
 
-def _init_repo(name: str, dest: Path, branch: str) -> None:
+# faketorch's kernels at the heavy weight (about 1 s of -O2 a unit instead of 0.03 s): the
+# light header the tests build is replaced by this one in the written repo.
+HEAVY_KERNEL_HEADER = ("csrc/kernels/kernel_common.h", "kernel_common_heavy.h")
+
+
+def _weigh(name: str, dest: Path, heavy: bool) -> None:
+    if heavy and name == "faketorch":
+        rel, source = HEAVY_KERNEL_HEADER
+        shutil.copyfile(Path(__file__).resolve().parent / source, dest / rel)
+        (dest / rel).chmod(0o644)
+
+
+def _init_repo(name: str, dest: Path, branch: str, heavy: bool = False) -> None:
     dest = Path(dest)
     if dest.exists() and any(dest.iterdir()):
         raise ExampleError(f"{dest} exists and is not empty")
     dest.mkdir(parents=True, exist_ok=True)
     _copy_tree(example_dir(name), dest)
+    _weigh(name, dest, heavy)
     if name in ERAS:  # the first commit is the older era: its overlay, without the newer files
         overlay, absent, _, _ = ERAS[name]
         for rel in absent:
@@ -147,7 +160,7 @@ def _init_repo(name: str, dest: Path, branch: str) -> None:
     _git(dest, "add", "-A")
 
 
-def _advance_era(name: str, dest: Path) -> None:
+def _advance_era(name: str, dest: Path, heavy: bool = False) -> None:
     """Commit the example's own (newer) tree on top of its era commit: files only the
     overlay has are removed, the example's files restored."""
     overlay, _, tag, era_branch = ERAS[name]
@@ -160,6 +173,7 @@ def _advance_era(name: str, dest: Path) -> None:
         if path.is_file() and not (mine / rel).exists() and "__pycache__" not in rel.parts:
             _git(dest, "rm", "-q", "--", _dotted(str(rel)))
     _copy_tree(mine, dest)
+    _weigh(name, dest, heavy)
     _git(dest, "add", "-A")
 
 
@@ -211,7 +225,7 @@ def _require_cxx20(dest: Path) -> None:
 
 def write_example_repo(
     name: str, dest: Path, branch: str | None = None, submodule_urls: Mapping[str, str] | None = None,
-    torch_commit: str | None = None,
+    torch_commit: str | None = None, heavy: bool = False,
 ) -> Path:
     """Write example `name` as a git repo at `dest` (must be absent or empty); return dest.
 
@@ -225,10 +239,15 @@ def write_example_repo(
     ``<dir>/fakefmt`` and the SHA does not depend on ``<dir>``. Pass
     ``submodule_urls={"third_party/fakefmt": "file:///..."}`` for an absolute
     URL instead (the SHA then depends on it).
+
+    ``heavy=True`` gives faketorch's kernels the heavy weight (kernel_common_heavy.h,
+    about 1 s of compile a unit, like a real PyTorch build, instead of 0.03 s): for the
+    benchmarks, which measure what a compiler cache wins back, and for tests that must
+    catch a build mid-compile. Its commits then have other SHAs than fakexla's pin.
     """
     dest = Path(dest).absolute()
     branch = branch or DEFAULT_BRANCHES.get(name, "main")
-    _init_repo(name, dest, branch)
+    _init_repo(name, dest, branch, heavy)
     if name == "fakexla":
         # pytorch/xla's .torch_commit: a date comment, then the torch SHA master builds against.
         (dest / ".torch_commit").write_text(f"# {GIT_DATE[:10]}\n{torch_commit or faketorch_pinned_sha()}\n")
@@ -238,7 +257,7 @@ def write_example_repo(
         url = (submodule_urls or {}).get(path, os.path.relpath(sub_repo, dest))
         _git(dest, "submodule", "add", "-q", url, path)
     if name in ERAS:
-        _advance_era(name, dest)
+        _advance_era(name, dest, heavy)
     _commit_and_tag(dest, f"{name}: initial import", TAGS[name])
     if name == "faketorch":
         _require_cxx20(dest)

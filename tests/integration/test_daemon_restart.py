@@ -107,7 +107,7 @@ def copy_images(tags: list[str], host: str) -> None:
 
 
 def test_daemon_restart_mid_build_then_rerun_resumes(tmp_path: Path, base_image, engine, private_dockerd):
-    repo = write_example_repo("faketorch", tmp_path / "faketorch")
+    repo = write_example_repo("faketorch", tmp_path / "faketorch", heavy=True)  # a build to restart under
     volume = f"builder-test-restart-{uuid.uuid4().hex[:8]}"
     cfg = write_config(tmp_path / "builder.toml", tmp_path / "data",
                        f'[repos]\ntorch = "file://{repo}"\n[cache]\nccache = "volume:{volume}"\n')

@@ -35,7 +35,7 @@ def env(tmp_path_factory, base_image, engine):
     """One cluster for the module; the tests that kill or stop servers start their own, so
     any order works."""
     root = tmp_path_factory.mktemp("dist")
-    repo = write_example_repo("faketorch", root / "repos" / "faketorch")
+    repo = write_example_repo("faketorch", root / "repos" / "faketorch", heavy=True)  # compiles caught in flight
     volume = f"builder-test-dist-{uuid.uuid4().hex[:8]}"
     common = f'[repos]\ntorch = "file://{repo}"\n[cache]\nccache = "volume:{volume}"\n'
     local = write_config(root / "local.toml", root / "local", common)

@@ -25,7 +25,7 @@ SECRET = "s3cr3t-planted-" + uuid.uuid4().hex[:6]
 @pytest.fixture(scope="module")
 def setup(tmp_path_factory, base_image, engine):
     root = tmp_path_factory.mktemp("faults")
-    repo = write_example_repo("faketorch", root / "faketorch")
+    repo = write_example_repo("faketorch", root / "faketorch", heavy=True)  # long enough to interrupt
     volume = f"builder-test-faults-{uuid.uuid4().hex[:8]}"
     cfg = write_config(root / "builder.toml", root / "data",
                        f'[repos]\ntorch = "file://{repo}"\n[cache]\nccache = "volume:{volume}"\n'

@@ -367,3 +367,21 @@ def test_faketorch_cmake_defines(faketorch_cmake) -> None:
     assert env.cmake_build_type({"DEBUG": "1", "CMAKE_BUILD_TYPE": "MinSizeRel"}) == "MinSizeRel"
     assert env.cmake_build_type({}) == "Release"
     assert env.max_jobs({"MAX_JOBS": "3"}) == "3"
+
+
+def test_heavy_faketorch_has_the_heavy_kernel_header_in_every_commit(tmp_path: Path) -> None:
+    """The tests build the light kernels; heavy=True (benchmarks, tests that interrupt a
+    compile) puts the heavy header in every commit (the setuptools-era tag, the pin, main),
+    and changes nothing else."""
+    light = write_example_repo("faketorch", tmp_path / "light" / "faketorch")
+    heavy = write_example_repo("faketorch", tmp_path / "heavy" / "faketorch", heavy=True)
+    rel = "csrc/kernels/kernel_common.h"
+    light_text = (example_dir("faketorch") / rel).read_text()
+    heavy_text = (Path(examples.__file__).parent / "kernel_common_heavy.h").read_text()
+    assert "#include <variant>" in heavy_text and "#include" not in light_text
+    for ref in ("v2.98.0", "v2.99.0", "main"):
+        assert git(light, "show", f"{ref}:{rel}") == light_text.strip(), ref
+        assert git(heavy, "show", f"{ref}:{rel}") == heavy_text.strip(), ref
+        trees = [dict(line.split("\t")[::-1] for line in git(r, "ls-tree", "-r", ref).splitlines())
+                 for r in (light, heavy)]
+        assert trees[0].pop(rel) != trees[1].pop(rel) and trees[0] == trees[1], ref
