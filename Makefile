@@ -21,10 +21,11 @@ test: setup
 
 # The same suite shuffled (pytest-randomly): an order dependence between tests fails here.
 # The seed is printed at the top: replay that order with `make test-random SEED=<n>`;
-# TESTS=tests/unit shuffles the unit tests only.
+# TESTS=tests/unit shuffles the unit tests only. The same workers as `make test`: the module
+# order and the order of the tests in each module are shuffled (one seed for all workers).
 TESTS ?= tests
 test-random: setup
-	$(PY) -m pytest $(TESTS) -q -p randomly $(if $(SEED),--randomly-seed=$(SEED))
+	$(PY) -m pytest $(TESTS) -q -p randomly -n $(TEST_WORKERS) --dist loadfile $(if $(SEED),--randomly-seed=$(SEED))
 
 test-unit: setup
 	$(PY) -m pytest tests/unit -q
