@@ -20,12 +20,16 @@ test: setup
 	$(PY) -m pytest tests -q -p no:randomly -n $(TEST_WORKERS) --dist loadfile --durations=30
 
 # The same suite shuffled (pytest-randomly): an order dependence between tests fails here.
-# The seed is printed at the top: replay that order with `make test-random SEED=<n>`;
+# The seed is printed first: replay that order with `make test-random SEED=<n>`;
 # TESTS=tests/unit shuffles the unit tests only. The same workers as `make test`: the module
 # order and the order of the tests in each module are shuffled (one seed for all workers).
 TESTS ?= tests
+ifeq ($(SEED),)
+SEED := $(shell od -An -N4 -tu4 /dev/urandom | tr -d ' ')
+endif
 test-random: setup
-	$(PY) -m pytest $(TESTS) -q -p randomly -n $(TEST_WORKERS) --dist loadfile $(if $(SEED),--randomly-seed=$(SEED))
+	@echo "random order, seed $(SEED) (replay: make test-random SEED=$(SEED))"
+	$(PY) -m pytest $(TESTS) -q -p randomly -n $(TEST_WORKERS) --dist loadfile --randomly-seed=$(SEED)
 
 test-unit: setup
 	$(PY) -m pytest tests/unit -q

@@ -294,14 +294,27 @@ def write_pull_requests(repo: Path, count: int) -> None:
         raise ExampleError(f"`git fast-import` failed in {repo}:\n{proc.stderr.decode(errors='replace').strip()}")
 
 
-def commit_change(repo: Path, relpath: str, new_text: str | None = None, message: str | None = None) -> str:
-    """Change one file and commit it; return the new HEAD SHA.
+def commit_change(repo: Path, relpath: str, new_text: str | None = None, message: str | None = None,
+                  branch: str | None = None) -> str:
+    """Change one file and commit it; return the new commit's SHA.
 
     new_text replaces the file's content; by default a line naming the previous HEAD
     is appended: a tiny function in a .c/.cpp file (one real recompile), a comment elsewhere.
     Deterministic: the same change on the same commit gives the same SHA.
+
+    With ``branch`` the commit goes on that branch (made from HEAD when it does not exist)
+    and the checked-out branch is left where it was: a test that changes the sources this
+    way leaves the default branch to the other tests of its module, in any order.
     """
     repo = Path(repo)
+    if branch is not None:
+        previous = _git(repo, "symbolic-ref", "--short", "HEAD")
+        exists = _git(repo, "branch", "--list", branch)
+        _git(repo, "checkout", "-q", *(() if exists else ("-b",)), branch)
+        try:
+            return commit_change(repo, relpath, new_text, message)
+        finally:
+            _git(repo, "checkout", "-q", previous)
     target = repo / relpath
     if new_text is None:
         if not target.is_file():

@@ -102,8 +102,8 @@ def test_rerun_is_a_noop(env, main_build):
 
 
 def test_same_requirements_share_the_deps_layer_and_one_file_recompiles(env, main_build, engine):
-    commit_change(env["torch"], "csrc/kernels/kernel_003.cpp")
-    torch, deps = build(env, "main")
+    commit_change(env["torch"], "csrc/kernels/kernel_003.cpp", branch="one-file")  # main stays for the others
+    torch, deps = build(env, "one-file")
     assert torch["status"] == "built"
     assert deps["reused"] and deps["image_id"] == main_build[1]["image_id"]
     stats = torch["ccache"]
@@ -116,9 +116,9 @@ def test_missing_pyyaml_fails_naming_the_requirement(env, main_build, engine):
     files = sorted(p.name for p in (env["index"] / "files").glob("*.whl"))
     reqs = (env["torch"] / "requirements-build.txt").read_text()
     pyproject = (env["torch"] / "pyproject.toml").read_text()
-    commit_change(env["torch"], "requirements-build.txt", reqs.replace("pyyaml\n", ""))
-    commit_change(env["torch"], "pyproject.toml", pyproject.replace('    "pyyaml",\n', ""))
-    done = run_builder("wheels", "--torch", "main", "--no-smoke", config=env["cfg"])
+    commit_change(env["torch"], "requirements-build.txt", reqs.replace("pyyaml\n", ""), branch="no-pyyaml")
+    commit_change(env["torch"], "pyproject.toml", pyproject.replace('    "pyyaml",\n', ""), branch="no-pyyaml")
+    done = run_builder("wheels", "--torch", "no-pyyaml", "--no-smoke", config=env["cfg"])
     assert done.returncode == 1
     assert "Traceback" not in done.stderr
     last = done.stderr.strip().splitlines()[-1]

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
 import uuid
 import zipfile
 
@@ -81,8 +80,9 @@ def test_rerun_is_a_no_op(env, first):
 
 
 def test_only_xla_changed_rebuilds_xla_and_reuses_the_torch_built_earlier(env, first):
-    commit_change(env["fakexla"], "torch_xla/csrc/xla_kernel_001.cpp")
-    after, stderr = wheels(env["cfg"], "--xla", "main")
+    # on a branch of its own: master (what --xla main resolves to) stays for the other tests
+    commit_change(env["fakexla"], "torch_xla/csrc/xla_kernel_001.cpp", branch="only-xla")
+    after, stderr = wheels(env["cfg"], "--xla", "only-xla")
     assert after["torch"]["status"] == "reused" and after["torch"]["sha256"] == first[0]["torch"]["sha256"]
     assert after["xla"]["status"] == "built"
     assert "torch: building" not in stderr  # no torch compile step ran
@@ -111,8 +111,8 @@ def test_a_second_build_reuses_bazels_output_base_and_fetches_nothing(env, first
     assert f"# output base: {base} (new)\n" in cold
     assert "# repository cache: /bazel-cache/repos\n" in cold and "--repository_cache=/bazel-cache/repos" in cold
     assert "# external @com_nlohmann_json: downloaded\n# external @xla: downloaded\n" in cold
-    commit_change(env["fakexla"], "torch_xla/csrc/xla_kernel_004.cpp")
-    after, _ = wheels(env["cfg"], "--xla", "main")
+    commit_change(env["fakexla"], "torch_xla/csrc/xla_kernel_004.cpp", branch="second-build")
+    after, _ = wheels(env["cfg"], "--xla", "second-build")
     assert after["xla"]["status"] == "built"
     warm = bazel_record(after["xla"])
     assert re.search(rf"^# output base: {base} \(reused after \d+ builds\)$", warm, re.M), warm
@@ -145,14 +145,13 @@ def test_prebuilt_torch_wheel_in_the_index_is_not_recompiled(env, prebuilt):
 
 def test_bazel_that_cannot_be_downloaded_is_one_clear_line(env, prebuilt):
     dead = "http://127.0.0.1:9"  # nothing listens on the discard port
-    commit_change(env["fakexla"], "torch_xla/csrc/xla_kernel_003.cpp")  # something to build (the mirror is unkeyed)
+    # something to build (the mirror is unkeyed), on a branch of its own
+    sha = commit_change(env["fakexla"], "torch_xla/csrc/xla_kernel_003.cpp", branch="dead-mirror")
     cfg = env["root"] / "dead-mirror.toml"
     cfg.write_text(env["prebuilt"].read_text().replace("[bazel]\nbase_url", f'[bazel]\nbase_url = "{dead}"\n#'))
-    done = run_builder("wheels", "--torch", prebuilt, "--xla", "main", config=cfg)
+    done = run_builder("wheels", "--torch", prebuilt, "--xla", "dead-mirror", config=cfg)
     assert done.returncode == 1
     last = done.stderr.strip().splitlines()[-1]
-    sha = subprocess.run(["git", "-C", str(env["fakexla"]), "rev-parse", "HEAD"], capture_output=True, text=True,
-                         check=True).stdout.strip()
     assert last.startswith(
         f"error: building torch_xla from {sha[:12]} failed: bazelisk could not download Bazel 7.4.1 (the commit's "
         f".bazelversion) from {dead}/7.4.1/bazel-7.4.1-linux-x86_64; check that the mirror [bazel] base_url = "
@@ -162,10 +161,10 @@ def test_bazel_that_cannot_be_downloaded_is_one_clear_line(env, prebuilt):
 def test_any_uid_builds_xla(env, prebuilt):
     """A uid with no passwd entry: Bazel needs a user name ($USER, set by builder) and
     write access to the Bazel cache volume."""
-    commit_change(env["fakexla"], "torch_xla/csrc/xla_kernel_002.cpp")
+    commit_change(env["fakexla"], "torch_xla/csrc/xla_kernel_002.cpp", branch="any-uid")
     cfg = env["root"] / "uid.toml"
     cfg.write_text(env["prebuilt"].read_text() + '[build]\nuser = "4242:4242"\n')
-    built, _ = wheels(cfg, "--torch", prebuilt, "--xla", "main")
+    built, _ = wheels(cfg, "--torch", prebuilt, "--xla", "any-uid")
     assert built["xla"]["status"] == "built"  # the fake Bazel, like Bazel, fails without a user name
     # its own output user root (uid-4242), a new output base, and the shared repository
     # cache: what declares a sha256 is found there; OpenXLA, declared without one as upstream

@@ -182,6 +182,19 @@ def test_commit_change(tmp_path: Path) -> None:
         commit_change(repo, "no/such/file.cpp")
 
 
+def test_commit_change_on_a_branch_leaves_the_checked_out_branch(tmp_path: Path) -> None:
+    repo = write_example_repo("faketorch", tmp_path / "faketorch")
+    main = git(repo, "rev-parse", "HEAD")
+    text = (repo / "csrc/kernels/kernel_000.cpp").read_text()
+    one = commit_change(repo, "csrc/kernels/kernel_000.cpp", branch="side")
+    assert git(repo, "symbolic-ref", "--short", "HEAD") == "main" and git(repo, "rev-parse", "HEAD") == main
+    assert (repo / "csrc/kernels/kernel_000.cpp").read_text() == text  # the work tree is main's again
+    assert git(repo, "rev-parse", "side") == one and git(repo, "rev-parse", "side~1") == main
+    two = commit_change(repo, "version.txt", "2.99.1a0\n", branch="side")  # onto the existing branch
+    assert git(repo, "rev-parse", "side~1") == one and git(repo, "rev-parse", "side") == two
+    assert git(repo, "rev-parse", "main") == main and git(repo, "status", "--porcelain") == ""
+
+
 def test_examples_are_modest_in_size() -> None:
     for name in (*EXAMPLES, "fakefmt"):
         size = sum(p.stat().st_size for p in example_dir(name).rglob("*") if p.is_file())
