@@ -35,12 +35,14 @@ def env(tmp_path_factory, base_image, engine):
     """One cluster for the module; the tests that kill or stop servers start their own, so
     any order works."""
     root = tmp_path_factory.mktemp("dist")
-    repo = write_example_repo("faketorch", root / "repos" / "faketorch", heavy=True)  # compiles caught in flight
+    repo = write_example_repo("faketorch", root / "repos" / "faketorch")
+    # The same sources at the heavy weight, for the one test that must catch a compile in flight
+    heavy = write_example_repo("faketorch", root / "repos" / "faketorch-heavy", heavy=True)
     volume = f"builder-test-dist-{uuid.uuid4().hex[:8]}"
     common = f'[repos]\ntorch = "file://{repo}"\n[cache]\nccache = "volume:{volume}"\n'
     local = write_config(root / "local.toml", root / "local", common)
     cluster = start_cluster(root, common)
-    yield {"root": root, "common": common, "local": local, **cluster}
+    yield {"root": root, "common": common, "local": local, "heavy": heavy, **cluster}
     run_builder("dist", "down", config=cluster["cfg"])
     engine.remove_volume(volume)
 
@@ -118,7 +120,8 @@ def test_a_server_killed_mid_compile_the_build_still_gives_the_right_bytes(env, 
     own = start_cluster(tmp_path, env["common"])
     cold = f"builder-test-dist-cold-{uuid.uuid4().hex[:8]}"  # sccache's cache lives there: no hits
     version = "2.99.0a9"
-    command = ["wheels", "--torch", "main", "--no-smoke", "--json", "--torch-version", version, "--dist",
+    heavy = ("--torch-repo", f"file://{env['heavy']}")  # compiles long enough to be caught on server 0
+    command = ["wheels", "--torch", "main", "--no-smoke", "--json", "--torch-version", version, *heavy, "--dist",
                own["cluster"]["scheduler"], "--ccache", f"volume:{cold}"]
     jobs = own["dist"] / "server-0" / "build" / "builds"  # sccache-dist's overlay builder: one dir a job
     build = subprocess.Popen([sys.executable, "-m", "builder", "--config", str(own["cfg"]), *command],
@@ -152,7 +155,7 @@ def test_a_server_killed_mid_compile_the_build_still_gives_the_right_bytes(env, 
     assert d["dist_compiles"] + d["local_compiles"] == reference["dist_compiles"] + reference["local_compiles"]
     assert d["local_compiles"] - reference["local_compiles"] == d["dist_failed"]
     assert d["dist_servers"].get(own["cluster"]["servers"][1], 0) >= 1
-    local, _, _ = wheels(env["local"], "--torch-version", version)
+    local, _, _ = wheels(env["local"], "--torch-version", version, *heavy)
     assert (torch["filename"], torch["sha256"]) == (local["filename"], local["sha256"])
 
 

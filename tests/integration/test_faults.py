@@ -26,12 +26,15 @@ SECRET = "s3cr3t-planted-" + uuid.uuid4().hex[:6]
 def setup(tmp_path_factory, base_image, engine):
     root = tmp_path_factory.mktemp("faults")
     repo = write_example_repo("faketorch", root / "faketorch", heavy=True)  # long enough to interrupt
+    # The runs that are not interrupted (the concurrent pair, the rerun after a kill -9) build
+    # this one: the same sources at the light weight, a cold build in seconds, not a minute.
+    light = write_example_repo("faketorch", root / "faketorch-light")
     volume = f"builder-test-faults-{uuid.uuid4().hex[:8]}"
     cfg = write_config(root / "builder.toml", root / "data",
                        f'[repos]\ntorch = "file://{repo}"\n[cache]\nccache = "volume:{volume}"\n'
                        '[build]\nmemory_limit_gib = 3.0\ncpu_limit = 1.5\nuser = "1000:1000"\n')
     run_builder("images", config=cfg, check=True)
-    yield {"root": root, "repo": repo, "cfg": cfg, "index": root / "data" / "index"}
+    yield {"root": root, "repo": repo, "light": light, "cfg": cfg, "index": root / "data" / "index"}
     engine.remove_volume(volume)
 
 
@@ -135,7 +138,8 @@ def test_sigkilled_run_leaves_container_and_work_dir_that_the_next_run_removes(s
         if proc.poll() is None:
             proc.kill()
     assert builder_containers(engine, proc) != [] and list(work.iterdir()) != []  # what a kill -9 leaves
-    rerun = run_builder("wheels", "--torch", "main", "--no-smoke", config=cfg)
+    rerun = run_builder("wheels", "--torch", "main", "--torch-repo", f"file://{setup['light']}", "--no-smoke",
+                        config=cfg)
     assert rerun.returncode == 0, rerun.stderr
     assert "left behind by an interrupted earlier run" in rerun.stderr and "removed its work dir" in rerun.stderr
     assert builder_containers(engine, proc) == []
@@ -160,7 +164,8 @@ def test_two_concurrent_runs_both_succeed(setup, engine):
     version, so the wheel is new to the index whichever tests ran before (the interrupted
     and killed runs, in any order, leave the data dir usable)."""
     version = "2.99.0a3"
-    first, second = start_build(setup, "--torch-version", version), start_build(setup, "--torch-version", version)
+    args = ("--torch-version", version, "--torch-repo", f"file://{setup['light']}")
+    first, second = start_build(setup, *args), start_build(setup, *args)
     out1, err1 = first.communicate(timeout=900)
     out2, err2 = second.communicate(timeout=900)
     assert first.returncode == 0, err1

@@ -5,17 +5,19 @@ them by key instead of building, and gets the very same image IDs."""
 from __future__ import annotations
 
 import json
+import os
 import shutil
 import socket
 import subprocess
 import time
-import uuid
 from pathlib import Path
 
+import docker
 import pytest
 import requests
 
 from tests.conftest import run_builder, write_config
+from tests.helpers_dockerd import private_engine
 
 pytestmark = pytest.mark.docker
 
@@ -63,48 +65,38 @@ def tags(registry: str, repository: str) -> list[str]:
     return requests.get(f"http://{registry}/v2/{repository}/tags/list", timeout=10).json()["tags"]
 
 
-@pytest.fixture()
-def own_base(base_image, engine):
-    """The shared base image under a tag of this run only: the stages built on it have keys
-    of their own (the base stage's FROM names it), so the test may remove every image it
-    made, down to that tag, while other tests keep the shared base and stages."""
-    tag = f"builder/debian:registry-test-{uuid.uuid4().hex[:8]}"
-    engine.client.images.get(base_image).tag(tag)
-    yield tag
-    engine.remove_image(tag)  # the tag only: the image stays under the shared one
-
-
-def test_push_then_second_runner_pulls_instead_of_building(tmp_path, registry, own_base, base_image, engine):
-    # The run's own base tag: its three stages are this test's, so it can remove them completely.
+def test_push_then_second_runner_pulls_instead_of_building(tmp_path, registry, base_image, engine):
+    """The shared base and stages are pushed (content-key tags plus ``nightly``); the second
+    runner is an engine of this test's own that starts empty, as a new CI machine would, and
+    pulls every image by key instead of building it. Nothing on the shared engine is removed
+    but the registry tags the push made."""
     cfg = write_config(tmp_path / "builder.toml", tmp_path)
-    cfg.write_text(cfg.read_text().replace(f'image = "{base_image}"', f'image = "{own_base}"'))
     first = json.loads(run_builder("images", "--json", "--push", registry, "--tag", "nightly",
                                    config=cfg, check=True).stdout)
     keys = {r["name"]: r["key"] for r in first}
+    assert list(keys) == ["base", "toolchain", "python"], keys
     for name, key in keys.items():
         assert {key, "nightly"} <= set(tags(registry, f"builder/{name}"))
-    assert own_base.split(":")[1] in tags(registry, "builder/debian")
+    assert base_image.split(":")[1] in tags(registry, "builder/debian")
     shared_id = engine.image_id(base_image)
 
-    # A runner with an empty disk: none of these tags exist locally any more.
-    for result in reversed(first):
-        engine.remove_image(result["tag"])
-    engine.remove_image(own_base)
-    assert all(engine.image_id(r["tag"]) is None for r in first)
-    assert engine.image_id(own_base) is None
-    assert shared_id is not None and engine.image_id(base_image) == shared_id  # the shared base is untouched
+    with private_engine() as runner:
+        on_runner = {**os.environ, "DOCKER_HOST": runner.host}
+        empty = docker.DockerClient(base_url=runner.host, timeout=600)
+        assert empty.images.list() == []  # none of the images exist there
+        second = run_builder("images", "--json", "--cache-from", registry, config=cfg, env=on_runner, check=True)
+        results = json.loads(second.stdout)
+        assert [r["pulled"] for r in results] == [True, True, True], second.stderr
+        assert [r["image_id"] for r in results] == [r["image_id"] for r in first]
+        assert f"base image {base_image} pulled from {registry}" in second.stderr
+        assert "building" not in second.stderr
+        assert empty.images.get(base_image).id == shared_id
 
-    second = run_builder("images", "--json", "--cache-from", registry, config=cfg, check=True)
-    results = json.loads(second.stdout)
-    assert [r["pulled"] for r in results] == [True, True, True], second.stderr
-    assert [r["image_id"] for r in results] == [r["image_id"] for r in first]
-    assert f"base image {own_base} pulled from {registry}" in second.stderr
-    assert "building" not in second.stderr
-
-    third = json.loads(run_builder("images", "--json", config=cfg, check=True).stdout)
-    assert all(r["reused"] and not r["pulled"] for r in third)
-    for result in reversed(third):  # what this test made, and nothing else
-        engine.remove_image(result["tag"])
+        third = json.loads(run_builder("images", "--json", config=cfg, env=on_runner, check=True).stdout)
+        assert all(r["reused"] and not r["pulled"] for r in third)
+        assert [r["image_id"] for r in third] == [r["image_id"] for r in first]
+        empty.close()
+    assert engine.image_id(base_image) == shared_id and all(engine.image_id(r["tag"]) for r in first)
     pushed_tags(engine, registry, remove=True)
     assert pushed_tags(engine, registry) == []
 
