@@ -77,6 +77,13 @@ def run_builder(*args: str, config: Path | None = None, env: dict[str, str] | No
     return done
 
 
+def tree(directory: Path) -> dict[str, tuple[int, int, int]]:
+    """Every file under ``directory`` with its size, inode and mtime: a publish changes it,
+    a republish of a file already there too (atomic: a new file renamed into place)."""
+    return {str(p.relative_to(directory)): (p.stat().st_size, p.stat().st_ino, p.stat().st_mtime_ns)
+            for p in directory.rglob("*") if p.is_file()} if directory.is_dir() else {}
+
+
 def leftover_containers(engine, env) -> list[str]:
     """Containers of this test's runs (other builds may share the daemon): builder's step
     and smoke containers with a mount under the test's directory ``env["root"]``."""

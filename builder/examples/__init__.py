@@ -131,7 +131,7 @@ def _copy_tree(src: Path, dest: Path) -> None:
                 path.rename(path.with_name("." + path.name[len(DOT_PREFIX) :]))
 
 
-# faketorch's kernels at the heavy weight (about 1 s of -O2 a unit instead of 0.03 s): the
+# faketorch's kernels at the heavy weight (about 1.4 s of -O2 a unit instead of 0.03 s): the
 # light header the tests build is replaced by this one in the written repo.
 HEAVY_KERNEL_HEADER = ("csrc/kernels/kernel_common.h", "kernel_common_heavy.h")
 
@@ -241,7 +241,7 @@ def write_example_repo(
     URL instead (the SHA then depends on it).
 
     ``heavy=True`` gives faketorch's kernels the heavy weight (kernel_common_heavy.h,
-    about 1 s of compile a unit, like a real PyTorch build, instead of 0.03 s): for the
+    about 1.4 s of compile a unit, like a real PyTorch build, instead of 0.03 s): for the
     benchmarks, which measure what a compiler cache wins back, and for tests that must
     catch a build mid-compile. Its commits then have other SHAs than fakexla's pin.
     """

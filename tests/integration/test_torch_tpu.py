@@ -24,7 +24,7 @@ from pathlib import Path
 import pytest
 
 from builder.examples import commit_change, write_example_repo
-from tests.conftest import run_builder, write_config
+from tests.conftest import run_builder, tree, write_config
 from tests.helpers_tpu import libtpu_wheel, serve, torch_tpu_wheel, truncate, write_index
 
 pytestmark = pytest.mark.docker
@@ -61,21 +61,13 @@ def published(env) -> list[str]:
     return sorted(p.name for p in (env["index"] / "files").glob("*.whl"))
 
 
-def index_tree(env) -> dict[str, tuple[int, int, int]]:
-    """Every file of the index with its size, inode and mtime: a publish changes it, a
-    republish of a wheel already there too (atomic: a new file renamed into place)."""
-    index = env["index"]
-    return {str(p.relative_to(index)): (p.stat().st_size, p.stat().st_ino, p.stat().st_mtime_ns)
-            for p in index.rglob("*") if p.is_file()}
-
-
 def refused(env, *args: str):
-    before = index_tree(env)
+    before = tree(env["index"])
     done = run_builder("wheels", *args, config=env["cfg"], timeout=600)
     lines = done.stderr.strip().splitlines()
     assert lines and lines[-1].startswith("error: "), done.stderr[-2000:]
     assert "Traceback" not in done.stderr
-    assert index_tree(env) == before  # nothing published, whichever tests published before
+    assert tree(env["index"]) == before  # nothing published, whichever tests published before
     return done.returncode, lines[-1]
 
 

@@ -1,12 +1,8 @@
 // Template machinery shared by the generated xla_kernel_*.cpp files.
 //
-// The kernels compute nothing useful. This is the light weight the tests build (a
-// translation unit compiles in about 0.03 s at -O2): the tests count compiles and cache
-// results, not seconds, and every cold build in the suite pays for each unit. The
-// benchmarks, and the tests that interrupt a build mid-compile, write faketorch with the
-// heavy weight instead (builder/examples/kernel_common_heavy.h, about 1.4 s a unit, like
-// a real PyTorch build, which is what a compiler cache has to win back):
-// write_example_repo("faketorch", ..., heavy=True).
+// The kernels compute nothing useful. They are light (a translation unit compiles in
+// about 0.03 s at -O2): the tests count compiles and cache results, not seconds. Only
+// faketorch has a heavy weight (write_example_repo("faketorch", ..., heavy=True)).
 #pragma once
 
 namespace torch_xla::detail {
