@@ -14,6 +14,7 @@ from builder.errors import ConfigError
 from builder.mounts import BAZEL_CACHE_MOUNT, CCACHE_MOUNT, INDEX_MOUNT, OUT_MOUNT, SOURCE_ROOT
 from builder.source.refs import ResolvedRef, is_version, resolve_ref
 from builder.source.sdist import Sdist
+from builder.stages.installed import pip_from_local_index
 
 
 @dataclass(frozen=True)
@@ -229,12 +230,9 @@ class Recipe:
                 "SCCACHE_CONF", "SCCACHE_SERVER_PORT"}
 
     def prepare_lines(self, ctx: BuildContext) -> list[str]:
-        """Shell lines run before the build: what it builds against, installed from the local
-        index alone. ``--target``: works for any uid (the image's venv belongs to root); the
-        build then imports it through PYTHONPATH."""
-        if not ctx.against:
-            return []
-        return [pip_from_local_index(*ctx.against, target_home_dir="site"), 'export PYTHONPATH="$HOME/site"']
+        """Shell lines run before the build. What it builds against is not among them: the
+        container starts from a layer with those wheels installed (builder.stages.installed)."""
+        return []
 
     def build_command(self, backend: str = "") -> list[str]:
         """PEP 517 through pypa/build, ``python -m build --wheel --no-isolation``: what
@@ -376,18 +374,6 @@ def marked_json(text: str, marker: str) -> Any:
             except ValueError:
                 continue
     return found
-
-
-def pip_from_local_index(*requirements: str, target_home_dir: str = "") -> str:
-    """Install ``requirement`` from the mounted local index only: the machine's pip config,
-    find-links and mirrors are switched off, so nothing else can answer. ``--no-compile``:
-    these installs live for one container, and byte-compiling torch's files (thousands) took
-    10 of the 17 s of installing the CPU torch 2.13.0 wheel; an import without .pyc costs
-    about 1 s more instead (measured in the python stage, 2 cores)."""
-    return (f"PIP_CONFIG_FILE=/dev/null PIP_FIND_LINKS= PIP_EXTRA_INDEX_URL= pip install --no-cache-dir "
-            f"--disable-pip-version-check --no-compile --index-url file://{INDEX_MOUNT}/simple/ "
-            + (f'--target "$HOME"/{shlex.quote(target_home_dir)} ' if target_home_dir else "")
-            + " ".join(shlex.quote(r) for r in requirements))
 
 
 __all__ = ["BuildContext", "PackageSource", "PlanInputs", "Recipe", "source_of", "CCACHE_MOUNT", "INDEX_MOUNT",

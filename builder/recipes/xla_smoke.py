@@ -29,12 +29,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from builder.engine import ContainerSpec, Engine, Mount
+from builder.engine import ContainerSpec, Engine
 from builder.errors import BuildError
 from builder.files import atomic_write
 from builder.index.directory import DirectoryIndex
 from builder.index.wheelmeta import parse_filename, requirement_of
-from builder.recipes.base import INDEX_MOUNT, marked_json, pip_from_local_index
+from builder.recipes.base import marked_json, pip_from_local_index
+from builder.stages.installed import commit_installed
 
 STEPS = 6
 SMOKE_REPOSITORY = "builder/smoke"
@@ -211,30 +212,18 @@ def ensure_image(engine: Engine, index: DirectoryIndex, python_tag: str, python_
     """``builder/smoke:<key>`` with ``wheels`` ((filename, sha256), ...) and their
     dependencies installed from the index; built once per key. Returns (tag, reused, seconds)."""
     key = image_key(python_image_id, [sha for _, sha in wheels])
-    tag = f"{SMOKE_REPOSITORY}:{key}"
-    if engine.image_id(tag) is not None:
-        return tag, True, 0.0
-    if note:
-        note(f"smoke image {tag}: installing {', '.join(f for f, _ in wheels)} from the local index "
-             "(once per key; several GB) ...")
-    started = time.monotonic()
+    if note and engine.image_id(f"{SMOKE_REPOSITORY}:{key}") is None:
+        note(f"smoke image {SMOKE_REPOSITORY}:{key}: installing {', '.join(f for f, _ in wheels)} from the local "
+             "index (once per key; several GB) ...")
     log_path = log_dir / f"smoke-image-{key}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     requirements = [requirement_of(f) for f, _ in wheels]
-    spec = ContainerSpec(image=python_tag, command=["sh", "-c", install_script(requirements)],
-                         environment={"HOME": "/tmp/smoke-home"}, network="none",
-                         mounts=[Mount(str(index.root), INDEX_MOUNT, read_only=True)],
-                         labels={"builder.step": "smoke-image", "builder.key": key})
     with log_path.open("w") as log:
-        log.write(f"# {tag} from {python_tag} ({python_image_id})\n# {' '.join(requirements)}\n")
-        result, image_id = engine.run_and_commit(spec, SMOKE_REPOSITORY, key, log, labels={
-            "builder.smoke.key": key, "builder.smoke.python-image": python_image_id,
-            "builder.smoke.wheels": json.dumps(sorted(f for f, _ in wheels))})
-    if result.exit_code != 0 or image_id is None:
-        tail = "\n".join(result.output.strip().splitlines()[-5:])
-        raise BuildError(f"installing {' '.join(requirements)} from the local index failed "
-                         f"(exit {result.exit_code}): {tail}", f"see the log {log_path}")
-    return tag, False, time.monotonic() - started
+        made = commit_installed(engine, index.root, python_tag, install_script(requirements), SMOKE_REPOSITORY, key,
+                                {"builder.smoke.key": key, "builder.smoke.python-image": python_image_id,
+                                 "builder.smoke.wheels": json.dumps(sorted(f for f, _ in wheels))},
+                                log, " ".join(requirements))
+    return made.tag, made.reused, made.seconds
 
 
 def run_program(engine: Engine, image: str, steps: int, log_path: Path) -> tuple[str, float, int]:

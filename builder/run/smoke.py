@@ -24,18 +24,23 @@ from builder.recipes import get_recipe
 from builder.recipes.base import SmokeRun, pip_from_local_index
 from builder.run.wheelstep import StepOutcome
 from builder.stages.images import StageResult
+from builder.stages.installed import ensure_installed
 
 
-def smoke_check(engine: Engine, cfg: Config, index: DirectoryIndex, image: str, outcomes: list[StepOutcome],
-                log_path: Path) -> None:
+def smoke_check(engine: Engine, cfg: Config, index: DirectoryIndex, image: str, image_id: str,
+                outcomes: list[StepOutcome], log_path: Path) -> None:
     """Install the wheels in a fresh container from the index alone (no network) and run
-    each recipe's smoke code."""
+    each recipe's smoke code. The wheels others of the run build against (torch under an
+    extension) come from a layer over ``image`` that has those exact files installed."""
     plans = [wheel_smoke(cfg, index, o) for o in outcomes]
     requirements = [requirement for requirement, _ in plans]
     code = "\n".join(smoke for _, smoke in plans)
     script = f"set -eu\nmkdir -p $HOME\n{pip_from_local_index(*requirements)}\ncd /tmp\npython -c \"$SMOKE\"\n"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     with log_path.open("w") as log:
+        base = underlying_wheels(cfg, outcomes)
+        if base:  # installed once per key; the run's own wheels go on top, from the index alone
+            image = ensure_installed(engine, index.root, image, image_id, base, log).tag
         result = engine.run(ContainerSpec(
             image=image, command=["sh", "-c", script], environment={"SMOKE": code, "HOME": "/tmp/home",
                                                          "PYTHONDONTWRITEBYTECODE": "1"},
@@ -45,6 +50,12 @@ def smoke_check(engine: Engine, cfg: Config, index: DirectoryIndex, image: str, 
         tail = "\n".join(result.output.strip().splitlines()[-5:])
         raise BuildError(f"smoke check of {', '.join(requirements)} failed (exit {result.exit_code}): {tail}",
                          f"see the log {log_path}")
+
+
+def underlying_wheels(cfg: Config, outcomes: list[StepOutcome]) -> list[tuple[str, str]]:
+    """(filename, sha256) of the run's wheels that another wheel of the run builds against."""
+    against = {name for o in outcomes for name in get_recipe(o.recipe, cfg).builds_against}
+    return [(o.filename, o.sha256) for o in outcomes if o.recipe in against]
 
 
 def smoke_key(cfg: Config, image_id: str, outcomes: list[StepOutcome]) -> str:
@@ -60,7 +71,7 @@ def run_smoke(engine: Engine, cfg: Config, index: DirectoryIndex, stage: StageRe
     record = Path(cfg.data_dir) / "smoke" / f"{key}.json"
     if record.is_file() and not force:
         return "reused"
-    smoke_check(engine, cfg, index, stage.tag, outcomes, cfg.logs_dir / "smoke.log")
+    smoke_check(engine, cfg, index, stage.tag, stage.image_id, outcomes, cfg.logs_dir / "smoke.log")
     record.parent.mkdir(parents=True, exist_ok=True)  # a fresh data dir has no smoke/ yet
     atomic_write(record, json.dumps({"key": key, "wheels": [o.filename for o in outcomes], "passed": time.time()}))
     return "passed"

@@ -43,6 +43,7 @@ from builder.repro.manifest import Provenance, StepRecord, build_manifest
 from builder.repro.normalize import NORMALIZER_VERSION
 from builder.run.progress import LogTee, StepProgress
 from builder.source.mirror import SourceTree
+from builder.stages.installed import ensure_installed
 
 HOME = "/tmp/builder-home"
 
@@ -150,8 +151,12 @@ def run_step(engine: Engine, index: DirectoryIndex, recipe: Recipe, ctx: BuildCo
         (out / "dist").chmod(0o777)
         if dist is not None:  # (scheduler, token): the token only ever in this 0600 file
             write_client_config(out, dist[0], dist[1], user)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        with log_path.open("w") as log, phases.time("against layer"):
+            log.write(f"# {recipe.name} {tree.sha} key {key}\n# image {image_tag}\n")
+            run_image = against_image(engine, index, image_tag, image_id, against_sha256, log)
         spec = ContainerSpec(
-            image=image_tag, command=["sh", "-c", recipe.script(ctx)], environment=env,
+            image=run_image, command=["sh", "-c", recipe.script(ctx)], environment=env,
             mounts=[Mount(mounts.ccache, CCACHE_MOUNT, read_only=mounts.ccache_read_only),
                     *([Mount(mounts.bazel, BAZEL_CACHE_MOUNT)] if mounts.bazel else []),  # Bazel builds only
                     Mount(str(tree.path), recipe.source_dir), Mount(str(out), OUT_MOUNT),
@@ -162,9 +167,7 @@ def run_step(engine: Engine, index: DirectoryIndex, recipe: Recipe, ctx: BuildCo
             workdir=recipe.source_dir, user=user, network=network, nano_cpus=nano_cpus, mem_limit=mem_limit,
             labels={"builder.step": recipe.name, "builder.key": key, WORK_DIR_LABEL: str(out)},
         )
-        log_path.parent.mkdir(parents=True, exist_ok=True)
-        with log_path.open("w") as log:
-            log.write(f"# {recipe.name} {tree.sha} key {key}\n# image {image_tag}\n")
+        with log_path.open("a") as log:
             entered = time.time()
             result = engine.run(spec, LogTee(log, recipe.project, progress) if progress else log)
             left = time.time()
@@ -211,6 +214,24 @@ def run_step(engine: Engine, index: DirectoryIndex, recipe: Recipe, ctx: BuildCo
                            replaced_corrupt=added.status == "repaired", phases=phases.seconds, platform=platform)
     finally:
         shutil.rmtree(out, ignore_errors=True)
+
+
+def against_image(engine: Engine, index: DirectoryIndex, image_tag: str, image_id: str, against_sha256: str,
+                  log) -> str:  # noqa: ANN001 - a text file
+    """The image the step's container starts from: the stage image itself, or, for a build
+    against other wheels (an extension against torch), the layer with those exact wheels
+    installed (builder.stages.installed), made once per key."""
+    shas = [a for a in against_sha256.split(",") if a]
+    if not shas:
+        return image_tag
+    by_sha = {e.sha256: e.filename for e in index.entries()}
+    missing = [s for s in shas if s not in by_sha]
+    if missing:
+        raise BuildError(f"the wheel with sha256 {missing[0][:12]}... it builds against is not in the index "
+                         f"{index.root}", "run it again; `builder index check` lists what the index holds")
+    installed = ensure_installed(engine, index.root, image_tag, image_id, [(by_sha[s], s) for s in shas], log)
+    log.write(f"# against layer {installed.tag} ({'reused' if installed.reused else 'made'})\n")
+    return installed.tag
 
 
 def record_profile(root: Path | None, recipe: Recipe, wheel: str, jobs: int, tree: Path, out: Path,

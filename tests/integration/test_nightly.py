@@ -81,8 +81,13 @@ def test_nightly_twice_then_after_a_commit(env, tmp_path):
 
 
 def test_failure_prints_the_log_tail_and_exits_1(env):
+    good = subprocess.run(["git", "-C", str(env["torch"]), "rev-parse", "HEAD"], capture_output=True, text=True,
+                          check=True).stdout.strip()
     commit_change(env["torch"], "csrc/kernels/kernel_003.cpp", "this is not C++;\n")
-    done, report = nightly(env, "broken")
+    try:
+        done, report = nightly(env, "broken")
+    finally:  # the nightly builds main: never leave it broken for a test after this one
+        subprocess.run(["git", "-C", str(env["torch"]), "reset", "-q", "--hard", good], check=True)
     assert done.returncode == 1
     assert report["status"] == "failed"
     assert "---- last 50 lines of " in done.stderr and "kernel_003.cpp" in done.stderr

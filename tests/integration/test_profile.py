@@ -26,8 +26,8 @@ def env(tmp_path_factory, base_image, engine):
     engine.remove_volume(volume)
 
 
-def build(env):
-    done = run_builder("wheels", "--torch", "main", "--json", config=env["cfg"])
+def build(env, ref: str = "main"):
+    done = run_builder("wheels", "--torch", ref, "--json", config=env["cfg"])
     assert done.returncode == 0, done.stderr
     report = json.loads(done.stdout)
     [torch] = report["wheels"]
@@ -67,8 +67,8 @@ def test_trace_covers_stages_steps_and_units_without_overlap(env, cold):
 
 
 def test_one_file_change_is_the_only_miss_and_the_diff_names_it(env, cold):
-    commit_change(env["repo"], "csrc/kernels/kernel_003.cpp")
-    torch, profile, _ = build(env)
+    commit_change(env["repo"], "csrc/kernels/kernel_003.cpp", branch="one-file")  # main stays for the others
+    torch, profile, _ = build(env, "one-file")
     misses = [u["source"] for u in profile["units"] if u["result"] == "miss"]
     assert misses == ["csrc/kernels/kernel_003.cpp"], misses
     assert all(u["result"] in ("direct hit", "preprocessed hit") for u in profile["units"]
@@ -85,8 +85,8 @@ def test_one_file_change_is_the_only_miss_and_the_diff_names_it(env, cold):
 def test_a_flag_every_unit_sees_misses_everywhere_and_says_why(env, cold):
     cmake = (env["repo"] / "CMakeLists.txt").read_text()
     flag = "project(faketorch C CXX)\nadd_compile_options(-fwrapv)\n"  # a code-generation flag: no hit
-    commit_change(env["repo"], "CMakeLists.txt", cmake.replace("project(faketorch C CXX)\n", flag))
-    _, profile, _ = build(env)
+    commit_change(env["repo"], "CMakeLists.txt", cmake.replace("project(faketorch C CXX)\n", flag), branch="fwrapv")
+    _, profile, _ = build(env, "fwrapv")
     assert profile["units"] and all(u["result"] == "miss" for u in profile["units"])
     assert all("compile command changed" in u["why"] for u in profile["units"])
     done = run_builder("profile", "torch", "--json", config=env["cfg"])

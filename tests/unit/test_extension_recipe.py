@@ -40,7 +40,7 @@ def test_env_has_the_tables_knobs_compilers_jobs_and_time():
     assert "MAX_JOBS" in recipe.unkeyed_env()
 
 
-def test_script_puts_a_ccache_masquerade_dir_first_and_installs_what_it_builds_against():
+def test_script_puts_a_ccache_masquerade_dir_first_and_installs_nothing():
     recipe = get_recipe("spline", config(spline=SPLINE))
     script = recipe.script(BuildContext(jobs=2, source_date_epoch=1, against=("torch==2.13.0+cpu",)))
     lines = script.splitlines()
@@ -49,9 +49,9 @@ def test_script_puts_a_ccache_masquerade_dir_first_and_installs_what_it_builds_a
     assert links.startswith('mkdir -p "$HOME/.ccache-bin" && ')
     for name in ("gcc", "g++", "cc", "c++"):
         assert f'ln -sf "$(command -v ccache)" "$HOME/.ccache-bin/{name}"' in links
-    pip = next(i for i, line in enumerate(lines) if "pip install" in line)
-    assert path < pip < lines.index("cd /src/spline")
-    assert "torch==2.13.0+cpu" in lines[pip] and "PIP_CONFIG_FILE=/dev/null" in lines[pip]
+    assert path < lines.index("cd /src/spline")
+    # torch comes installed in the container's image (builder.stages.installed), not from the script
+    assert "pip install" not in script and "PYTHONPATH" not in script
     assert "python -m build --wheel --no-isolation" in script
 
 

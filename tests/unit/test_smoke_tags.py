@@ -42,7 +42,7 @@ def test_smoke_script_installs_without_tag_bypass(tmp_path: Path):
     sha = index.add(wheel).sha256
     engine = _RecordingEngine()
     outcome = StepOutcome("torch", "torch", "built", wheel.name, "2.99.0", sha)
-    smoke_check(engine, cfg, index, "builder/python:x", [outcome], tmp_path / "smoke.log")
+    smoke_check(engine, cfg, index, "builder/python:x", "sha256:x", [outcome], tmp_path / "smoke.log")
     (spec,) = engine.specs
     script = spec.command[-1]
     install = next(line for line in script.splitlines() if " pip install " in line)
