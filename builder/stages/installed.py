@@ -28,7 +28,7 @@ INSTALLED_REPOSITORY = "builder/installed"
 KEY_LENGTH = 24
 
 
-def pip_from_local_index(*requirements: str, target_home_dir: str = "", compile_pyc: bool = False) -> str:
+def pip_from_local_index(*requirements: str, compile_pyc: bool = False) -> str:
     """Install ``requirements`` from the mounted local index only: the machine's pip config,
     find-links and mirrors are switched off, so nothing else can answer. ``--no-compile``
     unless ``compile_pyc``: most installs live for one container, and byte-compiling
@@ -38,7 +38,6 @@ def pip_from_local_index(*requirements: str, target_home_dir: str = "", compile_
     return (f"PIP_CONFIG_FILE=/dev/null PIP_FIND_LINKS= PIP_EXTRA_INDEX_URL= pip install --no-cache-dir "
             f"--disable-pip-version-check {'' if compile_pyc else '--no-compile '}"
             f"--index-url file://{INDEX_MOUNT}/simple/ "
-            + (f'--target "$HOME"/{shlex.quote(target_home_dir)} ' if target_home_dir else "")
             + " ".join(shlex.quote(r) for r in requirements))
 
 
@@ -80,8 +79,10 @@ def commit_installed(engine: Engine, index_root: Path, parent_tag: str, script: 
                                                                                  **labels})
     if result.exit_code != 0 or image_id is None:
         tail = "\n".join(result.output.strip().splitlines()[-5:])
+        where = getattr(log, "name", None)  # a file's path; an in-memory log has none
+        check = "`builder index check` lists what the index holds"
         raise BuildError(f"installing {what} from the local index failed (exit {result.exit_code}): {tail}",
-                         f"see the log {getattr(log, 'name', '')}; `builder index check` lists what the index holds")
+                         f"see the log {where}; {check}" if where else check)
     return Installed(tag, False, time.monotonic() - started)
 
 

@@ -5,6 +5,7 @@ takes from a layer (builder.run.smoke.underlying_wheels): pure logic, a recordin
 from __future__ import annotations
 
 import io
+import json
 import shlex
 from pathlib import Path
 
@@ -19,6 +20,7 @@ from builder.run.wheelstep import StepOutcome, against_image
 from builder.stages.installed import (
     INSTALLED_REPOSITORY,
     commit_installed,
+    ensure_installed,
     install_files_script,
     installed_key,
     pip_from_local_index,
@@ -40,7 +42,7 @@ def test_key_changes_with_each_input_and_not_with_wheel_order():
 def test_script_installs_the_exact_files_compiled_from_the_index_alone():
     script = install_files_script(["torch-2.13.0-cp311-cp311-linux_x86_64.whl", "a-1-py3-none-any.whl"])
     lines = script.splitlines()
-    assert lines[0] == "set -eu"
+    assert lines[:2] == ["set -eu", 'mkdir -p "$HOME"']
     install = shlex.split(lines[2])
     assert install[:3] == ["PIP_CONFIG_FILE=/dev/null", "PIP_FIND_LINKS=", "PIP_EXTRA_INDEX_URL="]
     assert "--no-compile" not in install and "--index-url" in install
@@ -55,19 +57,25 @@ def test_one_container_installs_skip_byte_compiling():
     assert "--no-compile" not in pip_from_local_index("x", compile_pyc=True)
 
 
+def test_requirements_are_quoted_for_the_shell():
+    assert shlex.split(pip_from_local_index("a>=1", "b c"))[-2:] == ["a>=1", "b c"]
+
+
 class _Engine:
     """Answers image_id from ``present``; records the runs; commits when the run exits 0."""
 
-    def __init__(self, present=(), exit_code=0) -> None:
-        self.present, self.exit_code, self.runs = set(present), exit_code, []
+    def __init__(self, present=(), exit_code=0, output="line\nlast words", commits=True) -> None:
+        self.present, self.exit_code, self.output, self.commits = set(present), exit_code, output, commits
+        self.runs, self.logs = [], []
 
     def image_id(self, ref):  # noqa: ANN001
         return "sha256:" + ref if ref in self.present else None
 
     def run_and_commit(self, spec, repository, tag, log, labels):  # noqa: ANN001
         self.runs.append((spec, repository, tag, labels))
-        image_id = None if self.exit_code else "sha256:new"
-        return RunResult(self.exit_code, "line\nlast words", 1.0), image_id
+        self.logs.append(log)
+        image_id = None if self.exit_code or not self.commits else "sha256:new"
+        return RunResult(self.exit_code, self.output, 1.0), image_id
 
 
 def test_commit_reuses_an_existing_tag_without_a_container(tmp_path: Path):
@@ -86,13 +94,71 @@ def test_commit_runs_offline_with_the_index_read_only_and_labels_the_key(tmp_pat
     ((mount),) = spec.mounts
     assert (mount.source, mount.target, mount.read_only) == (str(tmp_path), "/index", True)
     assert (repository, tag, labels) == ("repo/x", "k2", {"builder.installed.key": "k2", "a": "b"})
+    assert spec.environment == {"HOME": "/tmp/installed-home"}  # the script's mkdir -p "$HOME"
+    assert spec.labels == {"builder.step": "installed-layer", "builder.key": "k2"}  # what `docker ps` shows
+    assert 0.0 <= made.seconds < 60.0
+
+
+def test_the_container_writes_to_the_log_it_was_given(tmp_path: Path):
+    engine, log = _Engine(), io.StringIO()
+    commit_installed(engine, tmp_path, "parent:t", "true", "repo/x", "k4", {}, log, "torch-x.whl")
+    assert engine.logs == [log]
+    assert log.getvalue() == "# repo/x:k4 from parent:t: torch-x.whl\n"
+
+
+def test_an_install_that_exits_0_but_is_not_committed_is_an_error(tmp_path: Path):
+    engine = _Engine(commits=False)
+    with pytest.raises(BuildError, match=r"failed \(exit 0\)"):
+        commit_installed(engine, tmp_path, "parent:t", "true", "repo/x", "k5", {}, io.StringIO(), "w")
 
 
 def test_a_failed_install_is_one_error_naming_what(tmp_path: Path):
     engine = _Engine(exit_code=3)
     with pytest.raises(BuildError, match=r"installing torch-x\.whl from the local index failed \(exit 3\): "
-                                         r"line\nlast words"):
+                                         r"line\nlast words") as caught:
         commit_installed(engine, tmp_path, "parent:t", "false", "repo/x", "k3", {}, io.StringIO(), "torch-x.whl")
+    assert caught.value.hint == "`builder index check` lists what the index holds"  # an in-memory log: no path
+
+
+def test_the_error_shows_the_last_five_lines_and_names_the_log(tmp_path: Path):
+    engine = _Engine(exit_code=1, output="\n".join(f"l{i}" for i in range(1, 8)) + "\n")
+    log_path = tmp_path / "install.log"
+    with log_path.open("w") as log, pytest.raises(BuildError) as caught:
+        commit_installed(engine, tmp_path, "parent:t", "false", "repo/x", "k6", {}, log, "w")
+    assert caught.value.message == "installing w from the local index failed (exit 1): l3\nl4\nl5\nl6\nl7"
+    assert caught.value.hint == (f"see the log {log_path}; `builder index check` lists what the index holds")
+
+
+def test_ensure_installed_keys_and_labels_the_exact_files(tmp_path: Path):
+    index = DirectoryIndex(tmp_path / "index")
+    a = index.add(make_wheel(tmp_path / "w", "torch", "2.13.0"))
+    b = index.add(make_wheel(tmp_path / "w", "numpy", "2.0.0"))
+    engine, log = _Engine(), io.StringIO()
+    made = ensure_installed(engine, index.root, "builder/python:k", "sha256:p",
+                            [(a.filename, a.sha256), (b.filename, b.sha256)], log)
+    script = install_files_script([a.filename, b.filename])
+    key = installed_key("sha256:p", [a.sha256, b.sha256], script)
+    assert (made.tag, made.reused) == (f"{INSTALLED_REPOSITORY}:{key}", False)
+    ((spec, repository, tag, labels),) = engine.runs
+    assert (spec.image, spec.command, repository, tag) == ("builder/python:k", ["sh", "-c", script],
+                                                          INSTALLED_REPOSITORY, key)
+    assert spec.mounts[0].source == str(index.root)
+    names = sorted([a.filename, b.filename])
+    assert labels == {"builder.installed.key": key, "builder.installed.parent": "sha256:p",
+                      "builder.installed.wheels": json.dumps(names)}
+    assert log.getvalue() == f"# {made.tag} from builder/python:k: {', '.join(names)}\n"
+
+
+def test_ensure_installed_refuses_bytes_that_are_not_the_planned_wheel(tmp_path: Path):
+    index = DirectoryIndex(tmp_path / "index")
+    a = index.add(make_wheel(tmp_path / "w", "torch", "2.13.0"))
+    engine = _Engine()
+    with pytest.raises(BuildError) as caught:
+        ensure_installed(engine, index.root, "p:t", "sha256:p", [(a.filename, "c" * 64)], io.StringIO())
+    assert caught.value.message == (f"{a.filename} in the index {index.root} is not the wheel planned "
+                                 f"(sha256 cccccccccccc...)")
+    assert caught.value.hint == "the index changed under the run: run it again"
+    assert engine.runs == []
 
 
 def test_a_step_without_against_starts_from_the_stage_image(tmp_path: Path):
