@@ -268,8 +268,9 @@ class Engine:
         Returns (name, labels) so the caller can remove what a label names (its work dir)."""
         reaped: list[tuple[str, dict[str, str]]] = []
         try:
-            found = self.client.containers.list(all=True, filters={"label": ["builder=1",
-                                                                           f"builder.host={socket.gethostname()}"]})
+            # ignore_removed: another run's container may go between the list and its inspect
+            found = self.client.containers.list(all=True, ignore_removed=True, filters={"label": [
+                "builder=1", f"builder.host={socket.gethostname()}"]})
         except (docker.errors.APIError, requests.exceptions.RequestException):
             return reaped
         for container in found:
@@ -281,7 +282,9 @@ class Engine:
         return reaped
 
     def containers_with_label(self, label: str) -> list[Any]:
-        return self.client.containers.list(all=True, filters={"label": label})
+        """The containers with ``label`` (``key`` or ``key=value``) now; one removed while
+        listing (another run's ended) is left out, not an error."""
+        return self.client.containers.list(all=True, ignore_removed=True, filters={"label": label})
 
     # -- volumes -------------------------------------------------------------------
     def ensure_volume(self, name: str) -> None:

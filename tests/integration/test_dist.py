@@ -142,6 +142,9 @@ def test_a_server_killed_mid_compile_the_build_still_gives_the_right_bytes(env, 
     finally:
         if build.poll() is None:
             build.kill()
+            build.wait(timeout=60)
+            for c in engine.containers_with_label(f"builder.pid={build.pid}"):  # a killed run's container
+                c.remove(force=True)
         run_builder("dist", "down", config=own["cfg"])
         engine.remove_volume(cold)
     assert build.returncode == 0, err

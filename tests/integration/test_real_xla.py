@@ -82,19 +82,19 @@ def test_mismatched_pair_is_refused_before_any_download(env):
 
 @pytest.fixture(scope="module")
 def cold(env):
-    """`builder wheels --torch 2.9.0 --xla 2.9.0` on an empty index."""
+    """`builder wheels --torch 2.9.0 --xla 2.9.0` on an empty index: (report, stderr, the
+    index listing right after it; later tests add the fixture xla to the same index)."""
     assert not (env["index"] / "files").exists()
     done = wheels(env, *PAIR)
-    return json.loads(done.stdout), done.stderr
+    listed = run_builder("index", "list", "--json", config=env["cfg"], check=True)
+    return json.loads(done.stdout), done.stderr, {e["filename"]: e for e in json.loads(listed.stdout)}
 
 
-def test_cold_run_fetches_both_wheels_and_deps_with_hashes_checked(env, cold):
-    report, stderr = cold
+def test_cold_run_fetches_both_wheels_and_deps_with_hashes_checked(cold):
+    report, stderr, entries = cold
     steps = {w["recipe"]: w for w in report["wheels"]}
     assert steps["torch"]["status"] == "prebuilt" and steps["torch"]["filename"].startswith("torch-2.9.0-")
     assert steps["xla"]["status"] == "prebuilt" and steps["xla"]["filename"].startswith("torch_xla-2.9.0-")
-    listed = run_builder("index", "list", "--json", config=env["cfg"], check=True)
-    entries = {e["filename"]: e for e in json.loads(listed.stdout)}
     names = {e["normalized"] for e in entries.values()}
     assert {"torch", "torch-xla", "nvidia-cudnn-cu12", "triton", "numpy", "absl-py", "sympy"} <= names
     for name, entry in entries.items():  # what the index stored == what the upstream page said
@@ -110,7 +110,7 @@ def test_cold_run_fetches_both_wheels_and_deps_with_hashes_checked(env, cold):
 
 
 def test_cold_run_smoke_is_lazy(cold):
-    report, _ = cold
+    report, _, _ = cold
     assert report["smoke"] == "passed"  # a fresh data dir holds no smoke record: measured now
     smoke = report["smoke_figures"]
     figures = smoke["figures"]
@@ -124,7 +124,7 @@ def test_cold_run_smoke_is_lazy(cold):
 
 
 def test_smoke_figures_are_in_the_torch_xla_manifest(env, cold):
-    report, _ = cold
+    report, _, _ = cold
     xla = next(w for w in report["wheels"] if w["project"] == "torch_xla")
     manifest = json.loads((env["index"] / "files" / f"{xla['filename']}.manifest.json").read_text())
     assert manifest["xla_smoke"]["figures"]["compiles"] == 1
