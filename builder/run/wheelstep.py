@@ -230,7 +230,9 @@ def against_image(engine: Engine, index: DirectoryIndex, image_tag: str, image_i
         raise BuildError(f"the wheel with sha256 {missing[0][:12]}... it builds against is not in the index "
                          f"{index.root}", "run it again; `builder index check` lists what the index holds")
     installed = ensure_installed(engine, index.root, image_tag, image_id, [(by_sha[s], s) for s in shas], log)
-    log.write(f"# against layer {installed.tag} ({'reused' if installed.reused else 'made'})\n")
+    # a reused layer's install ran in another run's log: name what it holds here too
+    log.write(f"# against layer {installed.tag} ({'reused' if installed.reused else 'made'}): "
+              f"{', '.join(sorted(by_sha[s] for s in shas))}\n")
     return installed.tag
 
 

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 import uuid
 from pathlib import Path
@@ -80,8 +81,11 @@ def test_the_sdist_builds_against_the_indexed_torch(env, cold):
     assert cold["smoke"] == "passed"
     stats = spline["ccache"]
     assert stats["misses"] >= 1, stats  # a cold cache: it really compiled through ccache
+    # built against the indexed torch (builds_against): its container started from the layer with
+    # that exact wheel installed (made here or by an earlier run on the same bytes: keyed by them)
     log = Path(spline["log"]).read_text(errors="replace")
-    assert "torch-2.13.0" in log  # installed from the index before the build (builds_against)
+    layer = re.search(r"^# against layer builder/installed:\w+ \((?:made|reused)\): (.+)$", log, re.M)
+    assert layer and layer.group(1).split(", ") == [cold["by_recipe"]["torch"]["filename"]]
 
 
 def test_the_wheel_installs_from_the_index_alone_and_imports(env, cold, engine):

@@ -5,11 +5,14 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import uuid
+from pathlib import Path
 
 import pytest
 
+from builder.engine import ContainerSpec
 from builder.examples import commit_change, write_example_repo
 from builder.repro import audit
 from tests.conftest import leftover_containers, run_builder, write_config
@@ -115,7 +118,7 @@ def test_noop_rerun_compiles_nothing(env, cold):
     assert {n: w["sha256"] for n, w in built.items()} == {n: w["sha256"] for n, w in before.items()}
 
 
-def test_one_file_change_rebuilds_torch_with_ccache_and_xla_against_it(env, cold):
+def test_one_file_change_rebuilds_torch_with_ccache_and_xla_against_it(env, cold, engine):
     sha = commit_change(env["torch"], "csrc/kernels/kernel_000.cpp")
     # torch dev has moved past xla's .torch_commit: building against it is an explicit choice.
     built, _ = wheels(env, *DEV)
@@ -126,10 +129,17 @@ def test_one_file_change_rebuilds_torch_with_ccache_and_xla_against_it(env, cold
     assert stats["misses"] >= 1  # the changed file really recompiled
     assert (stats["direct_hits"] + stats["preprocessed_hits"]) / (calls - 1) >= 0.9, stats
     assert xla_wheel["status"] == "built"  # its torch changed
-    # It installed the new torch from the index; its key is recorded with the wheel (identical
-    # bytes keep the first manifest and note the new key as equivalent).
-    installed = next(line for line in open(xla_wheel["log"]) if line.startswith("Successfully installed"))
-    assert f"torch-{torch_wheel['version']}" in installed.split()
+    # It built against the new torch from the index: its build container started from the layer
+    # with that wheel installed (made here, or by another module that built the same torch bytes:
+    # the layer is keyed by them, so which one made it is not this test's), and that layer's
+    # torch is the new version. Its key is recorded with the wheel (identical bytes keep the
+    # first manifest and note the new key as equivalent).
+    layer = re.search(r"^# against layer (builder/installed:\w+) \((?:made|reused)\): (.+)$",
+                      Path(xla_wheel["log"]).read_text(), re.M)
+    assert layer and layer.group(2).split(", ") == [torch_wheel["filename"]]
+    probe = engine.run(ContainerSpec(image=layer.group(1), network="none", command=[
+        "python", "-c", "import importlib.metadata as m; print(m.version('torch'))"]))
+    assert (probe.exit_code, probe.output.strip()) == (0, torch_wheel["version"])
     manifest = json.loads((env["index"] / "files" / f"{xla_wheel['filename']}.manifest.json").read_text())
     assert xla_wheel["key"] in [manifest["build_key"], *manifest.get("equivalent_build_keys", [])]
 

@@ -178,7 +178,7 @@ def test_a_step_against_a_wheel_starts_from_its_layer(tmp_path: Path):
     assert tag == f"{INSTALLED_REPOSITORY}:{key}"
     ((spec, _, _, labels),) = engine.runs
     assert spec.image == "builder/deps:k" and labels["builder.installed.parent"] == "sha256:d"
-    assert log.getvalue().endswith(f"# against layer {tag} (made)\n")
+    assert log.getvalue().endswith(f"# against layer {tag} (made): {added.filename}\n")
 
 
 def test_a_step_against_a_wheel_missing_from_the_index_is_refused(tmp_path: Path):
