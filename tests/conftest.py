@@ -18,6 +18,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -82,6 +83,16 @@ def tree(directory: Path) -> dict[str, tuple[int, int, int]]:
     a republish of a file already there too (atomic: a new file renamed into place)."""
     return {str(p.relative_to(directory)): (p.stat().st_size, p.stat().st_ino, p.stat().st_mtime_ns)
             for p in directory.rglob("*") if p.is_file()} if directory.is_dir() else {}
+
+
+AGAINST_LAYER = re.compile(r"^# against layer (builder/installed:\w+) \((made|reused)\): (.+)$", re.M)
+
+
+def against_layer(log_text: str) -> tuple[str, list[str]] | None:
+    """The installed layer a build step's log says its container started from, and the
+    wheel files that layer holds (builder.run.wheelstep writes the line, made or reused)."""
+    found = AGAINST_LAYER.search(log_text)
+    return (found.group(1), found.group(3).split(", ")) if found else None
 
 
 def leftover_containers(engine, env) -> list[str]:

@@ -294,6 +294,11 @@ def write_pull_requests(repo: Path, count: int) -> None:
         raise ExampleError(f"`git fast-import` failed in {repo}:\n{proc.stderr.decode(errors='replace').strip()}")
 
 
+def head_sha(repo: Path) -> str:
+    """The SHA of the commit checked out in ``repo``."""
+    return _git(Path(repo), "rev-parse", "HEAD")
+
+
 def commit_change(repo: Path, relpath: str, new_text: str | None = None, message: str | None = None,
                   branch: str | None = None) -> str:
     """Change one file and commit it; return the new commit's SHA.

@@ -13,8 +13,9 @@ step, and reads ``torch_xla.debug.metrics``. It passes only when
 
 Where it runs: the wheels and their dependencies are installed from the local index
 alone (mounted read-only, no network, pip's machine config off) into a container from
-the python stage, which is committed as ``builder/smoke:<key>`` (key: the python stage
-image ID and the wheels' sha256) so the several-GB install happens once per key; later
+the python stage, which is committed as ``builder/smoke:<key>`` (the installed layer of
+builder.stages.installed: key of the python stage image ID, the wheels' sha256 and the
+install script) so the several-GB install happens once per key; later
 smoke runs and ``builder xla-check`` start from that image with ``--network none``.
 The program prints its figures as JSON on one marker line, which the host parses.
 """
@@ -33,9 +34,9 @@ from builder.engine import ContainerSpec, Engine
 from builder.errors import BuildError
 from builder.files import atomic_write
 from builder.index.directory import DirectoryIndex
-from builder.index.wheelmeta import parse_filename, requirement_of
-from builder.recipes.base import marked_json, pip_from_local_index
-from builder.stages.installed import commit_installed
+from builder.index.wheelmeta import parse_filename
+from builder.recipes.base import marked_json
+from builder.stages.installed import ensure_installed, layer_tag
 
 STEPS = 6
 SMOKE_REPOSITORY = "builder/smoke"
@@ -171,12 +172,6 @@ def verdict(figures: SmokeFigures, steps: int = STEPS) -> list[str]:
     return problems
 
 
-def image_key(python_image_id: str, wheel_sha256s: list[str]) -> str:
-    """The smoke image's key: what is installed into what."""
-    payload = json.dumps([python_image_id, sorted(wheel_sha256s)])
-    return hashlib.sha256(payload.encode()).hexdigest()[:24]
-
-
 def result_key(image: str, steps: int = STEPS) -> str:
     """The smoke result's key: the image plus the program that measured it."""
     return hashlib.sha256(json.dumps([image, PROGRAM, steps]).encode()).hexdigest()[:32]
@@ -203,26 +198,22 @@ def real_xla_wheels(index: DirectoryIndex, wheels: list[tuple[str, str]]) -> lis
 
 
 # ------------------------------------------------------------------------- Docker parts
-def install_script(requirements: list[str]) -> str:
-    return "set -eu\nmkdir -p \"$HOME\"\n" + pip_from_local_index(*requirements) + "\n"
-
-
 def ensure_image(engine: Engine, index: DirectoryIndex, python_tag: str, python_image_id: str,
                  wheels: list[tuple[str, str]], log_dir: Path, note=None) -> tuple[str, bool, float]:
-    """``builder/smoke:<key>`` with ``wheels`` ((filename, sha256), ...) and their
-    dependencies installed from the index; built once per key. Returns (tag, reused, seconds)."""
-    key = image_key(python_image_id, [sha for _, sha in wheels])
-    if note and engine.image_id(f"{SMOKE_REPOSITORY}:{key}") is None:
-        note(f"smoke image {SMOKE_REPOSITORY}:{key}: installing {', '.join(f for f, _ in wheels)} from the local "
+    """``builder/smoke:<key>``: the installed layer (builder.stages.installed) of ``wheels``
+    ((filename, sha256), ...) and their dependencies over the python stage, under its own
+    name (several GB: `docker images builder/smoke` shows them); built once per key.
+    Returns (tag, reused, seconds)."""
+    tag = layer_tag(python_image_id, wheels, SMOKE_REPOSITORY)
+    if engine.image_id(tag) is not None:
+        return tag, True, 0.0
+    if note:
+        note(f"smoke image {tag}: installing {', '.join(f for f, _ in wheels)} from the local "
              "index (once per key; several GB) ...")
-    log_path = log_dir / f"smoke-image-{key}.log"
+    log_path = log_dir / f"smoke-image-{tag.rpartition(':')[2]}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
-    requirements = [requirement_of(f) for f, _ in wheels]
     with log_path.open("w") as log:
-        made = commit_installed(engine, index.root, python_tag, install_script(requirements), SMOKE_REPOSITORY, key,
-                                {"builder.smoke.key": key, "builder.smoke.python-image": python_image_id,
-                                 "builder.smoke.wheels": json.dumps(sorted(f for f, _ in wheels))},
-                                log, " ".join(requirements))
+        made = ensure_installed(engine, index.root, python_tag, python_image_id, wheels, log, SMOKE_REPOSITORY)
     return made.tag, made.reused, made.seconds
 
 

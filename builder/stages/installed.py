@@ -86,16 +86,29 @@ def commit_installed(engine: Engine, index_root: Path, parent_tag: str, script: 
     return Installed(tag, False, time.monotonic() - started)
 
 
+def layer_tag(parent_id: str, wheels: list[tuple[str, str]], repository: str = INSTALLED_REPOSITORY) -> str:
+    """The tag of the layer with ``wheels`` ((filename, sha256), ...) installed over the
+    image ``parent_id``: ``repository:<key>``."""
+    script = install_files_script([name for name, _ in wheels])
+    return f"{repository}:{installed_key(parent_id, [sha for _, sha in wheels], script)}"
+
+
 def ensure_installed(engine: Engine, index_root: Path, parent_tag: str, parent_id: str,
-                     wheels: list[tuple[str, str]], log: IO[str]) -> Installed:
-    """``builder/installed:<key>``: ``wheels`` ((filename, sha256), ...) and their
-    dependencies installed over ``parent_tag``; built once per key."""
+                     wheels: list[tuple[str, str]], log: IO[str],
+                     repository: str = INSTALLED_REPOSITORY) -> Installed:
+    """``repository:<key>`` (``builder/installed`` unless named): ``wheels`` ((filename,
+    sha256), ...) and their dependencies installed over ``parent_tag``; built once per key.
+    The files are checked against their sha256 only when the layer is made: a layer that
+    exists holds the bytes its key names (checked when it was made)."""
+    tag = layer_tag(parent_id, wheels, repository)
+    if engine.image_id(tag) is not None:
+        return Installed(tag, True, 0.0)
     for name, sha in wheels:  # the key names these bytes: the layer must hold them
         if sha256_file(index_root / "files" / name) != sha:
             raise BuildError(f"{name} in the index {index_root} is not the wheel planned (sha256 {sha[:12]}...)",
                              "the index changed under the run: run it again")
     script = install_files_script([name for name, _ in wheels])
-    key = installed_key(parent_id, [sha for _, sha in wheels], script)
-    return commit_installed(engine, index_root, parent_tag, script, INSTALLED_REPOSITORY, key, {
+    key = tag.rpartition(":")[2]
+    return commit_installed(engine, index_root, parent_tag, script, repository, key, {
         "builder.installed.parent": parent_id, "builder.installed.wheels": json.dumps(sorted(n for n, _ in wheels))},
         log, ", ".join(sorted(n for n, _ in wheels)))

@@ -8,14 +8,13 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import time
 import uuid
 from pathlib import Path
 
 import pytest
 
-from tests.conftest import run_builder, write_config
+from tests.conftest import against_layer, run_builder, write_config
 
 pytestmark = pytest.mark.docker
 
@@ -84,8 +83,8 @@ def test_the_sdist_builds_against_the_indexed_torch(env, cold):
     # built against the indexed torch (builds_against): its container started from the layer with
     # that exact wheel installed (made here or by an earlier run on the same bytes: keyed by them)
     log = Path(spline["log"]).read_text(errors="replace")
-    layer = re.search(r"^# against layer builder/installed:\w+ \((?:made|reused)\): (.+)$", log, re.M)
-    assert layer and layer.group(1).split(", ") == [cold["by_recipe"]["torch"]["filename"]]
+    layer = against_layer(log)
+    assert layer and layer[1] == [cold["by_recipe"]["torch"]["filename"]]
 
 
 def test_the_wheel_installs_from_the_index_alone_and_imports(env, cold, engine):

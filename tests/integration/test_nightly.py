@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-from builder.examples import commit_change, write_example_repo
+from builder.examples import commit_change, head_sha, write_example_repo
 from tests.conftest import run_builder, write_config
 
 pytestmark = pytest.mark.docker
@@ -81,8 +81,7 @@ def test_nightly_twice_then_after_a_commit(env, tmp_path):
 
 
 def test_failure_prints_the_log_tail_and_exits_1(env):
-    good = subprocess.run(["git", "-C", str(env["torch"]), "rev-parse", "HEAD"], capture_output=True, text=True,
-                          check=True).stdout.strip()
+    good = head_sha(env["torch"])
     commit_change(env["torch"], "csrc/kernels/kernel_003.cpp", "this is not C++;\n")
     try:
         done, report = nightly(env, "broken")

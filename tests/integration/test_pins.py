@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from builder.examples import commit_change, write_example_repos
+from builder.examples import commit_change, head_sha, write_example_repos
 from tests.conftest import run_builder, write_config
 
 
@@ -29,11 +29,6 @@ def error_line(done) -> str:
     return lines[-1]
 
 
-def head(repo) -> str:
-    return subprocess.run(["git", "-C", str(repo), "rev-parse", "HEAD"], capture_output=True, text=True,
-                          check=True).stdout.strip()
-
-
 def pinned_commit(repos) -> str:
     return (repos["fakexla"] / ".torch_commit").read_text().split()[-1]
 
@@ -47,8 +42,8 @@ def test_xla_main_is_the_default_branch_with_its_pinned_torch(repos):
     """pytorch/xla has no branch main: --xla main takes master, with a note; torch comes
     from .torch_commit (the C++17 commit before torch main) and the pair's versions
     differ as upstream's do (torch 2.99.0a0, torch_xla 2.98.0): accepted, with a note."""
-    pinned, xla_sha = pinned_commit(repos), head(repos["fakexla"])
-    assert pinned != head(repos["faketorch"])  # torch main is past the pin
+    pinned, xla_sha = pinned_commit(repos), head_sha(repos["fakexla"])
+    assert pinned != head_sha(repos["faketorch"])  # torch main is past the pin
     done = run_builder("wheels", "--xla", "main", "--dry-run", "--json", config=repos["cfg"])
     assert done.returncode == 0, done.stderr
     plan = json.loads(done.stdout)
@@ -76,7 +71,7 @@ COMMANDS_THAT_WORK = ("build torch alone (builder wheels --torch main), xla with
 def test_torch_main_with_xla_main_is_refused_for_its_cxx_standard(repos, extra):
     """The headline command against upstream's state: torch main needs C++20, xla master
     compiles as C++17. Refused at planning (exit 2), --torch-unpinned or not, nothing made."""
-    torch_sha, xla_sha = head(repos["faketorch"]), head(repos["fakexla"])
+    torch_sha, xla_sha = head_sha(repos["faketorch"]), head_sha(repos["fakexla"])
     done = run_builder("wheels", "--torch", "main", "--xla", "main", *extra, "--dry-run", config=repos["cfg"])
     assert done.returncode == 2, done.stderr
     assert error_line(done) == (
@@ -91,7 +86,7 @@ def test_unknown_cxx_standard_on_one_side_goes_on_with_a_warning(repos):
     commit_change(repos["fakexla"], ".bazelrc", rc.read_text().replace("build --cxxopt=-std=c++17\n", ""))
     done = run_builder("wheels", "--xla", "master", "--dry-run", "--json", config=repos["cfg"])
     assert done.returncode == 0, done.stderr
-    assert (f"C++ standard not stated by xla master ({head(repos['fakexla'])[:12]}) (CMakeLists.txt, "
+    assert (f"C++ standard not stated by xla master ({head_sha(repos['fakexla'])[:12]}) (CMakeLists.txt, "
             "torch/csrc/api/include/torch/all.h / .bazelrc): the pair is not checked; a mismatch would fail at "
             "compile time") in json.loads(done.stdout)["notes"]
 
@@ -100,7 +95,7 @@ def test_torch_other_than_the_pin_is_refused_then_accepted_with_the_override(rep
     pinned = pinned_commit(repos)
     side_branch(repos["faketorch"], "dev", pinned)
     moved = commit_change(repos["faketorch"], "csrc/ops.cpp")  # a C++17 torch past the pin
-    xla_sha = head(repos["fakexla"])
+    xla_sha = head_sha(repos["fakexla"])
     done = run_builder("wheels", "--torch", "dev", "--xla", "master", "--dry-run", config=repos["cfg"])
     assert done.returncode == 2
     assert error_line(done) == (
@@ -120,7 +115,8 @@ def test_unpinned_torch_of_another_series_than_the_pin_is_refused(repos):
                        config=repos["cfg"])
     assert done.returncode == 2
     assert error_line(done) == (
-        f"error: xla master ({head(repos['fakexla'])[:12]}) with torch next ({bumped[:12]}): torch 2.100.0a0 is not "
+        f"error: xla master ({head_sha(repos['fakexla'])[:12]}) with torch next ({bumped[:12]}): "
+        "torch 2.100.0a0 is not "
         f"of the 2.99 series xla builds against (its .torch_commit names {pinned[:12]}, version 2.99.0a0); use a "
         "torch 2.99 commit, or drop --torch to build the pinned one")
     assert "Traceback" not in done.stderr
@@ -138,7 +134,7 @@ def test_source_torch_with_a_prebuilt_xla_version_is_paired_at_plan_time(repos):
     """--torch REF --xla VERSION: torch's version.txt is read from the mirror before any
     build, so an unpaired torch_xla version is refused before torch compiles."""
     version = (repos["faketorch"] / "version.txt").read_text().strip()
-    sha = head(repos["faketorch"])
+    sha = head_sha(repos["faketorch"])
     done = run_builder("wheels", "--torch", "main", "--xla", "2.9.0", "--dry-run", config=repos["cfg"])
     assert done.returncode != 0, done.stderr
     assert error_line(done).startswith(

@@ -18,7 +18,7 @@ from pathlib import Path
 import jsonschema
 import pytest
 
-from builder.examples import commit_change, write_example_repo
+from builder.examples import commit_change, head_sha, write_example_repo
 from builder.repro.lockfile import LOCK_VERSION
 from builder.repro.manifest import SCHEMA_PATH, validate_manifest
 from tests.conftest import own_base, run_builder, write_config
@@ -258,8 +258,7 @@ def test_locked_with_a_version_that_does_not_exist_fails_before_compiling(env, b
 
 
 def test_locked_with_a_moved_ref_fails_before_anything(env, built, lock_file):
-    head = subprocess.run(["git", "-C", str(env["repo"]), "rev-parse", "HEAD"], capture_output=True, text=True,
-                          check=True).stdout.strip()
+    head = head_sha(env["repo"])
     moved = commit_change(env["repo"], "csrc/kernels/kernel_002.cpp")
     try:
         done = run_builder("wheels", "--torch", "main", "--no-smoke", "--locked", "--lock-file", str(lock_file),

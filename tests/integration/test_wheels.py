@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import subprocess
 import uuid
 from pathlib import Path
@@ -13,9 +12,9 @@ from pathlib import Path
 import pytest
 
 from builder.engine import ContainerSpec
-from builder.examples import commit_change, write_example_repo
+from builder.examples import commit_change, head_sha, write_example_repo
 from builder.repro import audit
-from tests.conftest import leftover_containers, run_builder, write_config
+from tests.conftest import against_layer, leftover_containers, run_builder, write_config
 
 pytestmark = pytest.mark.docker
 
@@ -134,10 +133,9 @@ def test_one_file_change_rebuilds_torch_with_ccache_and_xla_against_it(env, cold
     # the layer is keyed by them, so which one made it is not this test's), and that layer's
     # torch is the new version. Its key is recorded with the wheel (identical bytes keep the
     # first manifest and note the new key as equivalent).
-    layer = re.search(r"^# against layer (builder/installed:\w+) \((?:made|reused)\): (.+)$",
-                      Path(xla_wheel["log"]).read_text(), re.M)
-    assert layer and layer.group(2).split(", ") == [torch_wheel["filename"]]
-    probe = engine.run(ContainerSpec(image=layer.group(1), network="none", command=[
+    layer = against_layer(Path(xla_wheel["log"]).read_text())
+    assert layer and layer[1] == [torch_wheel["filename"]]
+    probe = engine.run(ContainerSpec(image=layer[0], network="none", command=[
         "python", "-c", "import importlib.metadata as m; print(m.version('torch'))"]))
     assert (probe.exit_code, probe.output.strip()) == (0, torch_wheel["version"])
     manifest = json.loads((env["index"] / "files" / f"{xla_wheel['filename']}.manifest.json").read_text())
@@ -212,8 +210,7 @@ def test_bad_repo_url(env, cold):
 
 def test_compile_error_publishes_nothing_and_leaves_no_container(env, cold, engine):
     files = index_files(env)
-    broken = subprocess.run(["git", "-C", str(env["torch"]), "rev-parse", "HEAD"], capture_output=True,
-                            text=True, check=True).stdout.strip()
+    broken = head_sha(env["torch"])
     commit_change(env["torch"], "csrc/kernels/kernel_001.cpp", "this is not C++;\n")
     try:
         done = run_builder("wheels", "--torch", "dev", config=env["cfg"])

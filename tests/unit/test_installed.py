@@ -23,6 +23,7 @@ from builder.stages.installed import (
     ensure_installed,
     install_files_script,
     installed_key,
+    layer_tag,
     pip_from_local_index,
 )
 from tests.helpers_wheels import make_wheel
@@ -147,6 +148,27 @@ def test_ensure_installed_keys_and_labels_the_exact_files(tmp_path: Path):
     assert labels == {"builder.installed.key": key, "builder.installed.parent": "sha256:p",
                       "builder.installed.wheels": json.dumps(names)}
     assert log.getvalue() == f"# {made.tag} from builder/python:k: {', '.join(names)}\n"
+
+
+def test_the_layer_tag_names_its_repository_and_the_key_of_the_files_script():
+    wheels = [("b-1-py3-none-any.whl", SHA_B), ("a-1-py3-none-any.whl", SHA_A)]
+    key = installed_key("sha256:p", [SHA_A, SHA_B], install_files_script(["a-1-py3-none-any.whl",
+                                                                          "b-1-py3-none-any.whl"]))
+    assert layer_tag("sha256:p", wheels) == f"builder/installed:{key}"
+    assert layer_tag("sha256:p", wheels, "builder/smoke") == f"builder/smoke:{key}"
+
+
+def test_ensure_installed_under_another_name_and_reuse_without_reading_the_files(tmp_path: Path):
+    index = DirectoryIndex(tmp_path / "index")
+    a = index.add(make_wheel(tmp_path / "w", "torch", "2.13.0"))
+    made = ensure_installed(_Engine(), index.root, "p:t", "sha256:p", [(a.filename, a.sha256)], io.StringIO(),
+                            "builder/smoke")
+    assert made.tag == layer_tag("sha256:p", [(a.filename, a.sha256)], "builder/smoke") and not made.reused
+    (index.root / "files" / a.filename).write_bytes(b"changed since the layer was made")
+    engine = _Engine(present={made.tag})
+    again = ensure_installed(engine, index.root, "p:t", "sha256:p", [(a.filename, a.sha256)], io.StringIO(),
+                             "builder/smoke")
+    assert (again.tag, again.reused, engine.runs) == (made.tag, True, [])  # the layer holds the checked bytes
 
 
 def test_ensure_installed_refuses_bytes_that_are_not_the_planned_wheel(tmp_path: Path):

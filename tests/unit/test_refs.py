@@ -3,6 +3,7 @@ import subprocess
 import pytest
 
 from builder.errors import RefError
+from builder.examples import head_sha
 from builder.source.refs import branch_and_tag_names, head_branch, is_version, pick_sha, repo_name, resolve_ref
 
 A, B, C = "a" * 40, "b" * 40, "c" * 40
@@ -46,8 +47,7 @@ def repo(tmp_path):
     subprocess.run(["git", "-C", str(path), "add", "f"], check=True)
     subprocess.run(["git", "-C", str(path), "commit", "-qm", "m"], check=True, env=env)
     subprocess.run(["git", "-C", str(path), "tag", "-a", "v1", "-m", "t"], check=True, env=env)
-    sha = subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True,
-                         check=True).stdout.strip()
+    sha = head_sha(path)
     return f"file://{path}", sha
 
 
@@ -83,8 +83,7 @@ def git_repo(path, default: str, *branches: str) -> tuple[str, str]:
     subprocess.run(["git", "-C", str(path), "commit", "-qm", "m"], check=True, env=env)
     for name in branches:
         subprocess.run(["git", "-C", str(path), "branch", name], check=True, env=env)
-    sha = subprocess.run(["git", "-C", str(path), "rev-parse", "HEAD"], capture_output=True, text=True,
-                         check=True).stdout.strip()
+    sha = head_sha(path)
     return f"file://{path}", sha
 
 

@@ -15,7 +15,7 @@ import pytest
 
 from builder.index.download import cache_record_valid
 from builder.index.resolve import Sources, parse_report, resolve_command, sources_for
-from builder.recipes.xla_smoke import SmokeFigures, image_key, parse_figures, result_key, verdict
+from builder.recipes.xla_smoke import SmokeFigures, parse_figures, result_key, verdict
 from builder.xla.check import (
     CONTAINER_ROOT,
     Block,
@@ -223,9 +223,9 @@ def test_smoke_verdict_names_what_is_wrong(change, expected):
     assert any(expected in p for p in problems), problems
 
 
-def test_smoke_keys_change_with_their_inputs():
-    assert image_key("sha256:a", ["1", "2"]) == image_key("sha256:a", ["2", "1"])
-    assert image_key("sha256:a", ["1"]) != image_key("sha256:b", ["1"])
+def test_smoke_result_key_changes_with_the_program_steps():
+    assert result_key("builder/smoke:x") == result_key("builder/smoke:x", steps=6)
+    assert result_key("builder/smoke:y") != result_key("builder/smoke:x")
     assert result_key("builder/smoke:x") != result_key("builder/smoke:x", steps=7)
 
 
