@@ -7,8 +7,8 @@ is rewritten with all of them fixed:
 
 - entries sorted by name, the ``.dist-info`` directory last and ``RECORD`` the very last
   entry (the order wheel tools write and the spec recommends);
-- every timestamp is SOURCE_DATE_EPOCH (UTC), clamped to 1980-01-01, the zip format's
-  first representable date;
+- every timestamp is SOURCE_DATE_EPOCH (UTC) to the even second below (zip's resolution),
+  clamped to 1980-01-01, the zip format's first representable date;
 - permissions 0644, or 0755 for executables (any x bit, ELF or ``#!`` files under
   ``.data/scripts``) and shared objects (``*.so``, ``*.so.N``);
 - no extra fields or comments, Unix as the creating system, deflate at a fixed level;
@@ -78,9 +78,11 @@ class NormalizedWheel:
 
 
 def zip_date_time(source_date_epoch: int) -> tuple[int, int, int, int, int, int]:
-    """The zip ``date_time`` for an epoch, in UTC, never before 1980 (zip's own epoch)."""
+    """The zip ``date_time`` for an epoch, in UTC, never before 1980 (zip's own epoch), to
+    the even second below: a zip entry stores seconds / 2, so an odd second is written as
+    the one before and read back so (an sdist's newest member may have an odd mtime)."""
     moment = time.gmtime(max(int(source_date_epoch), ZIP_EPOCH))
-    return (moment.tm_year, moment.tm_mon, moment.tm_mday, moment.tm_hour, moment.tm_min, moment.tm_sec)
+    return (moment.tm_year, moment.tm_mon, moment.tm_mday, moment.tm_hour, moment.tm_min, moment.tm_sec & ~1)
 
 
 def record_hash(data: bytes) -> str:

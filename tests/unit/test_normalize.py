@@ -17,6 +17,7 @@ import pytest
 from builder.repro.normalize import (
     NormalizeError,
     check_record,
+    layout_problems,
     normalize_wheel,
     record_hash,
     zip_date_time,
@@ -140,6 +141,20 @@ def test_normalized_bytes_do_not_depend_on_the_time_zone(two_wheels, tmp_path, t
             assert {i.date_time for i in zf.infolist()} == {(2024, 1, 1, 0, 0, 0)}, tz  # UTC, whatever the zone
     assert len(set(digests.values())) == 1, digests
     assert time.localtime(SDE).tm_hour != 0  # the zone really moved local time off UTC
+
+
+def test_an_odd_second_epoch_is_written_and_checked_as_the_even_second_below(two_wheels):
+    """A zip entry stores seconds / 2: an sdist whose newest member has an odd mtime
+    (torchsort 0.1.10's: 17:12:13) gave a wheel written at :12 and then refused by the
+    host's check, which wanted :13."""
+    a, _ = two_wheels
+    odd = SDE + 13
+    assert zip_date_time(odd) == (2024, 1, 1, 0, 0, 12) and zip_date_time(odd - 1) == zip_date_time(odd)
+    normalize_wheel(a, odd)
+    with zipfile.ZipFile(a) as zf:
+        assert {i.date_time for i in zf.infolist()} == {(2024, 1, 1, 0, 0, 12)}
+    assert layout_problems(a, odd) == []
+    assert layout_problems(a, odd + 1) != []  # :14 is another time: still checked to the second
 
 
 def test_zip_cannot_go_below_1980():
