@@ -117,8 +117,11 @@ class Engine:
             return {}
 
     def build(self, dockerfile: str, files: dict[str, bytes], tag: str, labels: dict[str, str],
-              buildargs: dict[str, str], log_path: Path, network: str = "host") -> BuildResult:
-        """Build with the classic builder, streaming the log to ``log_path``."""
+              buildargs: dict[str, str], log_path: Path, network: str = "host", replace: bool = False) -> BuildResult:
+        """Build with the classic builder, streaming the log to ``log_path``; the image is
+        built untagged and then named ``tag`` by :meth:`claim_tag`: when another run built
+        the same tag meanwhile, its image is the result (first writer wins). ``replace``
+        (a forced rebuild) moves the tag to the new image whatever held it."""
         started = time.monotonic()
         log_path.parent.mkdir(parents=True, exist_ok=True)
         context = _build_context(dockerfile, files)
@@ -128,7 +131,7 @@ class Engine:
             log.write(dockerfile + "\n---- build log ----\n")
             try:
                 stream = self.api.build(
-                    fileobj=context, custom_context=True, tag=tag, labels=labels,
+                    fileobj=context, custom_context=True, tag=None, labels=labels,
                     buildargs=buildargs, network_mode=network, rm=True, forcerm=True,
                     pull=False, decode=True,
                 )
@@ -149,10 +152,27 @@ class Engine:
             except (docker.errors.APIError, requests.exceptions.RequestException) as exc:
                 raise BuildError(f"docker build of {tag} failed: {_short(exc)}",
                                  f"see the log {log_path}") from None
-        image_id = image_id or self.image_id(tag)
         if image_id is None:
             raise BuildError(f"docker build of {tag} produced no image", f"see the log {log_path}")
-        return BuildResult(image_id=image_id, seconds=time.monotonic() - started, log_path=log_path)
+        if replace:
+            self.tag(image_id, tag)
+        return BuildResult(image_id=image_id if replace else self.claim_tag(image_id, tag),
+                           seconds=time.monotonic() - started, log_path=log_path)
+
+    def claim_tag(self, image_id: str, reference: str) -> str:
+        """Name ``image_id`` ``reference`` unless an image already holds that name; returns
+        the ID the name holds afterwards. Two runs building one stage at once (the same key)
+        make two image IDs (a build's bytes are not reproducible); the stages above chain on
+        the parent's ID, so a name that moved to the second would give every later run other
+        keys than the first run's. First writer wins: the loser's image is removed."""
+        held = self.image_id(reference)
+        if held is None:
+            self.tag(image_id, reference)
+            held = self.image_id(reference) or image_id  # another run may have tagged between
+        if held != image_id:
+            with contextlib.suppress(docker.errors.APIError):  # e.g. a layer the winner's build reused
+                self.api.remove_image(image_id, force=True)
+        return held
 
     def import_rootfs(self, tarball: Path, repository: str, tag: str, changes: list[str]) -> str:
         """``docker import`` a root filesystem tarball; returns the image ID."""

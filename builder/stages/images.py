@@ -212,7 +212,8 @@ def build_stages(engine: Engine, config: Config, specs: list[StageSpec], report:
             log_path = logs_dir / f"{stage.name}-{stage.key}.log"
             try:
                 built = engine.build(stage.dockerfile, spec.files, stage.tag, stage_labels(stage),
-                                     spec.buildargs, log_path, network=config.build.network)
+                                     spec.buildargs, log_path, network=config.build.network,
+                                     replace=spec.name in force)
             except BuildError as exc:
                 raise explain_certificate_failure(exc, log_path, config) from None
             versions = installed_versions(engine, stage.tag, sorted(spec.pins))

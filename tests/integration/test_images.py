@@ -140,3 +140,65 @@ def test_render_writes_dockerfiles(tmp_path, cfg, first_run):
     done = run_builder("render", "--out", str(tmp_path / "out"), config=cfg, check=True)
     assert (tmp_path / "out" / "toolchain.Dockerfile").read_text().startswith("# builder stage: toolchain")
     assert first_run["python"]["tag"] in done.stdout
+
+
+def _stamp_dockerfile(parent: str) -> str:
+    # a different image every build (the time is in the file): two builds of one tag disagree
+    return f"FROM {parent}\nRUN sleep 3 && date +%s%N > /stamp\n"
+
+
+def test_two_runs_building_one_stage_at_once_agree_on_its_image(first_run, engine, tmp_path):
+    """Two runs that find a stage missing both build it; the first to finish names it and the
+    other yields to that image (Engine.claim_tag), so both chain the stages above on one ID.
+    Seen on a fresh machine: two runs built the toolchain at once, its tag moved to the second
+    image, and the python stage, the deps and the smoke image got other keys in later runs."""
+    import threading
+    import uuid
+
+    from builder.engine import Engine
+
+    tag = f"builder-test-claim/{uuid.uuid4().hex[:8]}:stage"
+    label = {"builder-test.claim": tag}
+    results: dict[int, str] = {}
+
+    def build(n: int) -> None:
+        results[n] = Engine().build(_stamp_dockerfile(first_run["base"]["tag"]), {}, tag, label, {},
+                                    tmp_path / f"build{n}.log", network="none").image_id
+
+    threads = [threading.Thread(target=build, args=(n,)) for n in (1, 2)]
+    try:
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join(timeout=300)
+        assert not any(t.is_alive() for t in threads), "a build did not finish in 300 s"
+        assert len(results) == 2, results
+        assert results[1] == results[2] == engine.image_id(tag)
+        # both really built (the builds overlapped), and the losing image is gone
+        assert all("Successfully built" in (tmp_path / f"build{n}.log").read_text() for n in (1, 2))
+        assert [i.id for i in engine.client.images.list(filters={"label": f"builder-test.claim={tag}"})] \
+            == [results[1]]
+    finally:
+        engine.remove_image(tag)
+
+
+def test_a_stage_built_when_its_tag_exists_yields_unless_forced(first_run, engine, tmp_path):
+    """claim_tag keeps the image a tag already names (the other run's); a forced rebuild
+    (``replace``, `builder images --force STAGE`) moves the tag to the new image."""
+    import uuid
+
+    tag = f"builder-test-claim/{uuid.uuid4().hex[:8]}:stage"
+    label = {"builder-test.claim": tag}
+    held = first_run["toolchain"]["image_id"]
+    engine.tag(held, tag)
+    try:
+        built = engine.build(_stamp_dockerfile(first_run["base"]["tag"]), {}, tag, label, {},
+                             tmp_path / "yield.log", network="none")
+        assert built.image_id == held and engine.image_id(tag) == held
+        assert engine.client.images.list(filters={"label": f"builder-test.claim={tag}"}) == []  # ours removed
+        forced = engine.build(_stamp_dockerfile(first_run["base"]["tag"]), {}, tag, label, {},
+                              tmp_path / "force.log", network="none", replace=True)
+        assert forced.image_id != held and engine.image_id(tag) == forced.image_id
+        assert engine.image_id(first_run["toolchain"]["tag"]) == held  # the toolchain keeps its own name
+    finally:
+        engine.api.remove_image(tag)  # the name only (the forced image goes with it, the toolchain stays)
