@@ -156,8 +156,9 @@ class Engine:
             raise BuildError(f"docker build of {tag} produced no image", f"see the log {log_path}")
         if replace:
             self.tag(image_id, tag)
-        return BuildResult(image_id=image_id if replace else self.claim_tag(image_id, tag),
-                           seconds=time.monotonic() - started, log_path=log_path)
+        else:
+            image_id = self.claim_tag(image_id, tag)
+        return BuildResult(image_id=image_id, seconds=time.monotonic() - started, log_path=log_path)
 
     def claim_tag(self, image_id: str, reference: str) -> str:
         """Name ``image_id`` ``reference`` unless an image already holds that name; returns
