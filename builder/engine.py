@@ -8,6 +8,8 @@ not speak BuildKit (docker-py#2230), so caches are named volumes, not RUN --moun
 from __future__ import annotations
 
 import contextlib
+import datetime
+import hashlib
 import io
 import json
 import os
@@ -165,15 +167,61 @@ class Engine:
         the ID the name holds afterwards. Two runs building one stage at once (the same key)
         make two image IDs (a build's bytes are not reproducible); the stages above chain on
         the parent's ID, so a name that moved to the second would give every later run other
-        keys than the first run's. First writer wins: the loser's image is removed."""
-        held = self.image_id(reference)
-        if held is None:
-            self.tag(image_id, reference)
-            held = self.image_id(reference) or image_id  # another run may have tagged between
+        keys than the first run's. First writer wins: the loser's image is removed. The look
+        and the tag are one step under :meth:`name_lock` (``docker tag`` itself moves a name
+        whatever it held, so two runs that both looked first would both tag)."""
+        with self.name_lock(reference, image_id):
+            held = self.image_id(reference)
+            if held is None:
+                self.tag(image_id, reference)
+                held = image_id
         if held != image_id:
             with contextlib.suppress(docker.errors.APIError):  # e.g. a layer the winner's build reused
                 self.api.remove_image(image_id, force=True)
         return held
+
+    @contextlib.contextmanager
+    def name_lock(self, reference: str, image: str, wait: float = 60.0, stale: float = 120.0) -> Iterator[None]:
+        """Hold the daemon-wide lock on the name ``reference``: a created (never started)
+        container whose name is derived from the reference. Creating a container under a name
+        the daemon already has fails (409), so this is a compare-and-set every run on that
+        daemon sees, whichever host, data dir or uid it runs from. A holder keeps it for one
+        look and one tag; a lock left by a run that died is removed by the orphan reaper (its
+        pid label) or, from another host, once older than ``stale`` seconds."""
+        name = "builder-name-lock-" + hashlib.sha256(reference.encode()).hexdigest()[:24]
+        labels = {"builder": "1", "builder.pid": str(os.getpid()), "builder.host": socket.gethostname(),
+                  "builder.name-lock": reference}
+        deadline = time.monotonic() + wait
+        while True:
+            try:
+                self.api.create_container(image, command=["true"], name=name, labels=labels,
+                                          network_disabled=True)
+                break
+            except docker.errors.APIError as exc:
+                if exc.status_code != 409:
+                    raise BuildError(f"the lock on the name {reference} could not be taken: {_short(exc)}") from None
+            if self._lock_age(name) > stale:
+                with contextlib.suppress(docker.errors.APIError):
+                    self.api.remove_container(name, force=True)
+                continue
+            if time.monotonic() > deadline:
+                raise BuildError(f"the name {reference} stayed locked for {wait:g} s (container {name})",
+                                 f"if no other builder run is naming it, `docker rm {name}`")
+            time.sleep(0.05)
+        try:
+            yield
+        finally:
+            with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
+                self.api.remove_container(name, force=True)
+
+    def _lock_age(self, name: str) -> float:
+        """Seconds since the lock container ``name`` was created (0 if it went meanwhile)."""
+        try:
+            created = self.api.inspect_container(name)["Created"]
+        except docker.errors.NotFound:
+            return 0.0
+        stamp = datetime.datetime.fromisoformat(created[:26].rstrip("Z") + "+00:00")
+        return (datetime.datetime.now(datetime.UTC) - stamp).total_seconds()
 
     def import_rootfs(self, tarball: Path, repository: str, tag: str, changes: list[str]) -> str:
         """``docker import`` a root filesystem tarball; returns the image ID."""
@@ -265,9 +313,10 @@ class Engine:
 
     def run_and_commit(self, spec: ContainerSpec, repository: str, tag: str, log: IO[str] | None = None,
                        labels: dict[str, str] | None = None) -> tuple[RunResult, str | None]:
-        """Run a container; if it exits 0, commit its file system as ``repository:tag``
-        (e.g. a smoke image with heavy wheels installed once per key). Returns the run
-        result and the new image ID (None when the run failed)."""
+        """Run a container; if it exits 0, commit its file system and name it
+        ``repository:tag`` by :meth:`claim_tag` (e.g. a smoke image with heavy wheels
+        installed once per key; two runs making it at once agree on the first). Returns the
+        run result and the ID the name holds (None when the run failed)."""
         started = time.monotonic()
         with self.container(spec) as container, _daemon_guard(spec.image):
             output = _follow(container, log)
@@ -276,11 +325,10 @@ class Engine:
             image_id = None
             if code == 0:
                 try:
-                    image = container.commit(repository=repository, tag=tag,
-                                             conf={"Labels": {"builder": "1", **(labels or {})}})
+                    image = container.commit(conf={"Labels": {"builder": "1", **(labels or {})}})
                 except docker.errors.APIError as exc:
                     raise BuildError(f"docker commit of {repository}:{tag} failed: {_short(exc)}") from None
-                image_id = image.id
+                image_id = self.claim_tag(image.id, f"{repository}:{tag}")
         return RunResult(code, output, time.monotonic() - started), image_id
 
     def reap_orphans(self) -> list[tuple[str, dict[str, str]]]:

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import contextlib
 import json
+import time
 
 import pytest
 
@@ -202,3 +204,71 @@ def test_a_stage_built_when_its_tag_exists_yields_unless_forced(first_run, engin
         assert engine.image_id(first_run["toolchain"]["tag"]) == held  # the toolchain keeps its own name
     finally:
         engine.api.remove_image(tag)  # the name only (the forced image goes with it, the toolchain stays)
+
+
+def _two_images(engine, base: str, tmp_path, prefix: str) -> tuple[str, str]:
+    """Two small images of distinct IDs under throwaway names ``prefix``-a/-b."""
+    return tuple(engine.build(f"FROM {base}\nLABEL builder-test.which={n}\n", {}, f"{prefix}-{n}:x",
+                              {"builder-test.claim": prefix}, {}, tmp_path / f"{n}.log",
+                              network="none").image_id for n in ("a", "b"))
+
+
+def _remove_claim_images(engine, prefix: str) -> None:
+    for image in engine.client.images.list(filters={"label": f"builder-test.claim={prefix}"}):
+        engine.api.remove_image(image.id, force=True)
+
+
+def test_a_claim_waits_for_the_name_lock_then_yields_to_the_holder(first_run, engine, tmp_path):
+    """The look and the tag of claim_tag are one step under the daemon-wide name lock: a
+    claim made while another run holds the lock waits, then finds the holder's image and
+    yields. Without the lock both tag (docker tag moves a name) and each keeps its own ID,
+    as a CI run of the concurrent test above saw once."""
+    import threading
+    import uuid
+
+    prefix = f"builder-test-lock/{uuid.uuid4().hex[:8]}"
+    tag = f"{prefix}:stage"
+    first, second = _two_images(engine, first_run["base"]["tag"], tmp_path, prefix)
+    result: dict[str, str] = {}
+    try:
+        with engine.name_lock(tag, first):
+            thread = threading.Thread(target=lambda: result.setdefault("id", engine.claim_tag(second, tag)))
+            thread.start()
+            thread.join(timeout=1.0)
+            assert thread.is_alive() and engine.image_id(tag) is None  # it waits for the lock
+            engine.tag(first, tag)
+        thread.join(timeout=30)
+        assert not thread.is_alive(), "the claim did not end 30 s after the lock was released"
+        assert result["id"] == first == engine.image_id(tag)
+        assert engine.image_id(second) is None  # the loser's image is removed
+        lock = "builder-name-lock-" + __import__("hashlib").sha256(tag.encode()).hexdigest()[:24]
+        assert engine.client.containers.list(all=True, filters={"name": lock}) == []  # released
+    finally:
+        _remove_claim_images(engine, prefix)
+
+
+def test_a_lock_left_by_a_dead_run_is_taken_over_once_stale_and_a_live_one_is_a_clear_error(
+        first_run, engine, tmp_path):
+    import uuid
+
+    from builder.errors import BuildError
+
+    prefix = f"builder-test-lock/{uuid.uuid4().hex[:8]}"
+    tag = f"{prefix}:stage"
+    first, _ = _two_images(engine, first_run["base"]["tag"], tmp_path, prefix)
+    lock = "builder-name-lock-" + __import__("hashlib").sha256(tag.encode()).hexdigest()[:24]
+    try:
+        engine.api.create_container(first, command=["true"], name=lock)  # a lock nobody releases
+        with pytest.raises(BuildError) as raised:
+            with engine.name_lock(tag, first, wait=0.5):
+                pass
+        assert raised.value.message == f"the name {tag} stayed locked for 0.5 s (container {lock})"
+        assert raised.value.hint == f"if no other builder run is naming it, `docker rm {lock}`"
+        time.sleep(1.1)
+        with engine.name_lock(tag, first, wait=5, stale=1.0):  # older than stale: taken over
+            assert engine.api.inspect_container(lock)["Config"]["Labels"]["builder.name-lock"] == tag
+        assert engine.client.containers.list(all=True, filters={"name": lock}) == []
+    finally:
+        with contextlib.suppress(Exception):
+            engine.api.remove_container(lock, force=True)
+        _remove_claim_images(engine, prefix)
