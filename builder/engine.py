@@ -1,4 +1,5 @@
-"""The one module that talks to Docker (docker SDK for Python).
+"""The module that talks to Docker (docker SDK for Python; builder.namelock, its lock on
+image names, is the only other).
 
 Shaped after cibuildwheel's oci_container: a thin wrapper with a context-managed
 container, so a container is removed on any error or Ctrl-C by structure. The SDK does
@@ -8,8 +9,6 @@ not speak BuildKit (docker-py#2230), so caches are named volumes, not RUN --moun
 from __future__ import annotations
 
 import contextlib
-import datetime
-import hashlib
 import io
 import json
 import os
@@ -27,6 +26,7 @@ import requests
 
 from builder.errors import BuildError, DockerUnavailable
 from builder.files import pid_alive
+from builder.namelock import name_lock
 
 
 @dataclass
@@ -180,48 +180,9 @@ class Engine:
                 self.api.remove_image(image_id, force=True)
         return held
 
-    @contextlib.contextmanager
-    def name_lock(self, reference: str, image: str, wait: float = 60.0, stale: float = 120.0) -> Iterator[None]:
-        """Hold the daemon-wide lock on the name ``reference``: a created (never started)
-        container whose name is derived from the reference. Creating a container under a name
-        the daemon already has fails (409), so this is a compare-and-set every run on that
-        daemon sees, whichever host, data dir or uid it runs from. A holder keeps it for one
-        look and one tag; a lock left by a run that died is removed by the orphan reaper (its
-        pid label) or, from another host, once older than ``stale`` seconds."""
-        name = "builder-name-lock-" + hashlib.sha256(reference.encode()).hexdigest()[:24]
-        labels = {"builder": "1", "builder.pid": str(os.getpid()), "builder.host": socket.gethostname(),
-                  "builder.name-lock": reference}
-        deadline = time.monotonic() + wait
-        while True:
-            try:
-                self.api.create_container(image, command=["true"], name=name, labels=labels,
-                                          network_disabled=True)
-                break
-            except docker.errors.APIError as exc:
-                if exc.status_code != 409:
-                    raise BuildError(f"the lock on the name {reference} could not be taken: {_short(exc)}") from None
-            if self._lock_age(name) > stale:
-                with contextlib.suppress(docker.errors.APIError):
-                    self.api.remove_container(name, force=True)
-                continue
-            if time.monotonic() > deadline:
-                raise BuildError(f"the name {reference} stayed locked for {wait:g} s (container {name})",
-                                 f"if no other builder run is naming it, `docker rm {name}`")
-            time.sleep(0.05)
-        try:
-            yield
-        finally:
-            with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
-                self.api.remove_container(name, force=True)
-
-    def _lock_age(self, name: str) -> float:
-        """Seconds since the lock container ``name`` was created (0 if it went meanwhile)."""
-        try:
-            created = self.api.inspect_container(name)["Created"]
-        except docker.errors.NotFound:
-            return 0.0
-        stamp = datetime.datetime.fromisoformat(created[:26].rstrip("Z") + "+00:00")
-        return (datetime.datetime.now(datetime.UTC) - stamp).total_seconds()
+    def name_lock(self, reference: str, image: str, wait: float = 60.0, stale: float = 120.0):
+        """The daemon-wide lock on the name ``reference`` (builder.namelock)."""
+        return name_lock(self.api, reference, image, wait=wait, stale=stale)
 
     def import_rootfs(self, tarball: Path, repository: str, tag: str, changes: list[str]) -> str:
         """``docker import`` a root filesystem tarball; returns the image ID."""

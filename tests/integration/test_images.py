@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from builder.namelock import lock_name
 from tests.conftest import HOST_CA, run_builder, write_config
 
 pytestmark = pytest.mark.docker
@@ -241,7 +242,7 @@ def test_a_claim_waits_for_the_name_lock_then_yields_to_the_holder(first_run, en
         assert not thread.is_alive(), "the claim did not end 30 s after the lock was released"
         assert result["id"] == first == engine.image_id(tag)
         assert engine.image_id(second) is None  # the loser's image is removed
-        lock = "builder-name-lock-" + __import__("hashlib").sha256(tag.encode()).hexdigest()[:24]
+        lock = lock_name(tag)
         assert engine.client.containers.list(all=True, filters={"name": lock}) == []  # released
     finally:
         _remove_claim_images(engine, prefix)
@@ -256,7 +257,7 @@ def test_a_lock_left_by_a_dead_run_is_taken_over_once_stale_and_a_live_one_is_a_
     prefix = f"builder-test-lock/{uuid.uuid4().hex[:8]}"
     tag = f"{prefix}:stage"
     first, _ = _two_images(engine, first_run["base"]["tag"], tmp_path, prefix)
-    lock = "builder-name-lock-" + __import__("hashlib").sha256(tag.encode()).hexdigest()[:24]
+    lock = lock_name(tag)
     try:
         engine.api.create_container(first, command=["true"], name=lock)  # a lock nobody releases
         with pytest.raises(BuildError) as raised:

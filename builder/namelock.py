@@ -1,0 +1,81 @@
+"""A daemon-wide lock on an image name, so that looking at a name and tagging it are one step.
+
+``docker tag`` moves a name whatever it held, and the Engine API has no compare-and-set on
+names. Creating a container under a name the daemon already has does fail (409), so a
+created, never started container whose name derives from the image name is a lock every
+run on that daemon sees, whichever host, data dir or uid it runs from (as the daemon's
+container names are what ``docker run --name`` relies on to refuse a second one).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime
+import hashlib
+import os
+import socket
+import time
+from collections.abc import Iterator
+from typing import Any
+
+import docker.errors
+import requests
+
+from builder.errors import BuildError
+
+PREFIX = "builder-name-lock-"
+
+
+def lock_name(reference: str) -> str:
+    """The lock container's name for the image name ``reference``."""
+    return PREFIX + hashlib.sha256(reference.encode()).hexdigest()[:24]
+
+
+@contextlib.contextmanager
+def name_lock(api: Any, reference: str, image: str, wait: float = 60.0, stale: float = 120.0) -> Iterator[None]:
+    """Hold the lock on ``reference`` (``api``: a docker APIClient; ``image``: any local
+    image to create the lock container from). A holder keeps it for one look and one tag;
+    a lock left by a run that died is removed by the orphan reaper (its ``builder.pid``
+    label) or, from another host, once older than ``stale`` seconds. Waiting more than
+    ``wait`` seconds is a BuildError naming the container to remove."""
+    name = lock_name(reference)
+    labels = {"builder": "1", "builder.pid": str(os.getpid()), "builder.host": socket.gethostname(),
+              "builder.name-lock": reference}
+    deadline = time.monotonic() + wait
+    while True:
+        try:
+            api.create_container(image, command=["true"], name=name, labels=labels, network_disabled=True)
+            break
+        except docker.errors.APIError as exc:
+            if exc.status_code != 409:
+                raise BuildError(f"the lock on the name {reference} could not be taken: "
+                                 f"{exc.explanation or exc}") from None
+        if _age(api, name) > stale:
+            with contextlib.suppress(docker.errors.APIError):
+                api.remove_container(name, force=True)
+            continue
+        if time.monotonic() > deadline:
+            raise BuildError(f"the name {reference} stayed locked for {wait:g} s (container {name})",
+                             f"if no other builder run is naming it, `docker rm {name}`")
+        time.sleep(0.05)
+    try:
+        yield
+    finally:
+        with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
+            api.remove_container(name, force=True)
+
+
+def _age(api: Any, name: str) -> float:
+    """Seconds since the container ``name`` was created (0 if it went meanwhile)."""
+    try:
+        created = api.inspect_container(name)["Created"]
+    except docker.errors.NotFound:
+        return 0.0
+    return (datetime.datetime.now(datetime.UTC) - created_at(created)).total_seconds()
+
+
+def created_at(stamp: str) -> datetime.datetime:
+    """The daemon's ``Created`` (RFC 3339 with nanoseconds, ``...T23:30:12.123456789Z``)
+    as an aware datetime (Python reads at most microseconds)."""
+    head, _, rest = stamp.rstrip("Z").partition(".")
+    return datetime.datetime.fromisoformat(head + ("." + rest[:6] if rest else "") + "+00:00")

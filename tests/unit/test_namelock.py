@@ -1,0 +1,24 @@
+"""The pure parts of builder.namelock: the lock container's name and the daemon's time stamps."""
+
+from __future__ import annotations
+
+import datetime
+
+from builder.namelock import PREFIX, created_at, lock_name
+
+
+def test_the_lock_name_is_one_per_image_name_and_a_valid_container_name():
+    a, b = lock_name("builder/toolchain:abc"), lock_name("builder/toolchain:abd")
+    assert a != b and a == lock_name("builder/toolchain:abc")
+    assert a == PREFIX + "893a24f12759ffbd16b40f45" == "builder-name-lock-893a24f12759ffbd16b40f45"
+
+
+def test_a_stamp_with_nanoseconds_is_read_to_the_microsecond_in_utc():
+    assert created_at("2026-12-07T23:30:12.123456789Z") == datetime.datetime(
+        2026, 12, 7, 23, 30, 12, 123456, tzinfo=datetime.UTC)
+
+
+def test_a_stamp_with_fewer_digits_or_none_is_read_too():
+    assert created_at("2026-12-07T23:30:12.5Z") == datetime.datetime(2026, 12, 7, 23, 30, 12, 500000,
+                                                                   tzinfo=datetime.UTC)
+    assert created_at("2026-12-07T23:30:12Z") == datetime.datetime(2026, 12, 7, 23, 30, 12, tzinfo=datetime.UTC)
