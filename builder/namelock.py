@@ -13,6 +13,7 @@ import contextlib
 import datetime
 import hashlib
 import os
+import re
 import socket
 import time
 from collections.abc import Iterator
@@ -66,16 +67,23 @@ def name_lock(api: Any, reference: str, image: str, wait: float = 60.0, stale: f
 
 
 def _age(api: Any, name: str) -> float:
-    """Seconds since the container ``name`` was created (0 if it went meanwhile)."""
+    """Seconds since the container ``name`` was created (0 if it went meanwhile), by the
+    daemon's clock on both ends: a remote daemon's clock may be off from this host's."""
     try:
         created = api.inspect_container(name)["Created"]
+        now = api.info()["SystemTime"]
     except docker.errors.NotFound:
         return 0.0
-    return (datetime.datetime.now(datetime.UTC) - created_at(created)).total_seconds()
+    return (created_at(now) - created_at(created)).total_seconds()
 
 
 def created_at(stamp: str) -> datetime.datetime:
-    """The daemon's ``Created`` (RFC 3339 with nanoseconds, ``...T23:30:12.123456789Z``)
-    as an aware datetime (Python reads at most microseconds)."""
-    head, _, rest = stamp.rstrip("Z").partition(".")
-    return datetime.datetime.fromisoformat(head + ("." + rest[:6] if rest else "") + "+00:00")
+    """A daemon time stamp (``Created``, ``SystemTime``: RFC 3339 with nanoseconds,
+    ``...T23:30:12.123456789Z`` or with an offset, ``...12.1234+01:00``) as an aware
+    datetime (Python reads at most microseconds)."""
+    match = re.fullmatch(r"([0-9-]+T[0-9:]+)(?:\.([0-9]+))?(Z|[+-][0-9]{2}:[0-9]{2})", stamp)
+    if match is None:
+        raise BuildError(f"the Docker daemon gave a time stamp builder cannot read: {stamp!r}")
+    head, fraction, zone = match.groups()
+    fraction = f".{fraction[:6]}" if fraction else ""
+    return datetime.datetime.fromisoformat(head + fraction + ("+00:00" if zone == "Z" else zone))

@@ -22,3 +22,16 @@ def test_a_stamp_with_fewer_digits_or_none_is_read_too():
     assert created_at("2026-12-07T23:30:12.5Z") == datetime.datetime(2026, 12, 7, 23, 30, 12, 500000,
                                                                    tzinfo=datetime.UTC)
     assert created_at("2026-12-07T23:30:12Z") == datetime.datetime(2026, 12, 7, 23, 30, 12, tzinfo=datetime.UTC)
+
+
+def test_a_stamp_with_an_offset_is_the_same_instant_in_utc():
+    assert created_at("2026-12-08T00:30:12.123456789+01:00") == created_at("2026-12-07T23:30:12.123456Z")
+
+
+def test_a_stamp_that_is_not_rfc3339_is_a_clear_error():
+    import pytest
+
+    from builder.errors import BuildError
+
+    with pytest.raises(BuildError, match=r"the Docker daemon gave a time stamp builder cannot read: 'yesterday'"):
+        created_at("yesterday")
