@@ -136,20 +136,42 @@ def _copy_tree(src: Path, dest: Path) -> None:
 HEAVY_KERNEL_HEADER = ("csrc/kernels/kernel_common.h", "kernel_common_heavy.h")
 
 
-def _weigh(name: str, dest: Path, heavy: bool) -> None:
-    if heavy and name == "faketorch":
-        rel, source = HEAVY_KERNEL_HEADER
-        shutil.copyfile(Path(__file__).resolve().parent / source, dest / rel)
+# With ``heavy_every=n`` only every n-th kernel is heavy: the heavy header goes beside the light
+# one, in a namespace of its own (so the two never define one template differently), and
+# those kernels include it instead.
+HEAVY_SOME = ("csrc/kernels/kernel_heavy.h", "faketorch::detail", "faketorch::detail_heavy")
+
+
+def _weigh(name: str, dest: Path, heavy: bool, heavy_every: int = 1) -> None:
+    if not heavy or name != "faketorch":
+        return
+    rel, source = HEAVY_KERNEL_HEADER
+    text = (Path(__file__).resolve().parent / source).read_text()
+    if heavy_every == 1:
+        (dest / rel).write_text(text)
         (dest / rel).chmod(0o644)
+        return
+    header, light_ns, heavy_ns = HEAVY_SOME
+    (dest / header).write_text(text.replace(f"namespace {light_ns}", f"namespace {heavy_ns}"))
+    (dest / header).chmod(0o644)
+    kernels = sorted((dest / "csrc" / "kernels").glob("kernel_[0-9]*.cpp"))
+    for kernel in kernels[::heavy_every]:
+        code = kernel.read_text()
+        for old, new in (('#include "kernel_common.h"', f'#include "{Path(header).name}"'),
+                         (f"using namespace {light_ns};", f"using namespace {heavy_ns};")):
+            if old not in code:
+                raise ExampleError(f"{kernel} lacks {old!r}: heavy_every no longer fits faketorch's kernels")
+            code = code.replace(old, new, 1)
+        kernel.write_text(code)
 
 
-def _init_repo(name: str, dest: Path, branch: str, heavy: bool = False) -> None:
+def _init_repo(name: str, dest: Path, branch: str, heavy: bool = False, heavy_every: int = 1) -> None:
     dest = Path(dest)
     if dest.exists() and any(dest.iterdir()):
         raise ExampleError(f"{dest} exists and is not empty")
     dest.mkdir(parents=True, exist_ok=True)
     _copy_tree(example_dir(name), dest)
-    _weigh(name, dest, heavy)
+    _weigh(name, dest, heavy, heavy_every)
     if name in ERAS:  # the first commit is the older era: its overlay, without the newer files
         overlay, absent, _, _ = ERAS[name]
         for rel in absent:
@@ -160,7 +182,7 @@ def _init_repo(name: str, dest: Path, branch: str, heavy: bool = False) -> None:
     _git(dest, "add", "-A")
 
 
-def _advance_era(name: str, dest: Path, heavy: bool = False) -> None:
+def _advance_era(name: str, dest: Path, heavy: bool = False, heavy_every: int = 1) -> None:
     """Commit the example's own (newer) tree on top of its era commit: files only the
     overlay has are removed, the example's files restored."""
     overlay, _, tag, era_branch = ERAS[name]
@@ -173,7 +195,7 @@ def _advance_era(name: str, dest: Path, heavy: bool = False) -> None:
         if path.is_file() and not (mine / rel).exists() and "__pycache__" not in rel.parts:
             _git(dest, "rm", "-q", "--", _dotted(str(rel)))
     _copy_tree(mine, dest)
-    _weigh(name, dest, heavy)
+    _weigh(name, dest, heavy, heavy_every)
     _git(dest, "add", "-A")
 
 
@@ -225,7 +247,7 @@ def _require_cxx20(dest: Path) -> None:
 
 def write_example_repo(
     name: str, dest: Path, branch: str | None = None, submodule_urls: Mapping[str, str] | None = None,
-    torch_commit: str | None = None, heavy: bool = False,
+    torch_commit: str | None = None, heavy: bool = False, heavy_every: int = 1,
 ) -> Path:
     """Write example `name` as a git repo at `dest` (must be absent or empty); return dest.
 
@@ -244,10 +266,15 @@ def write_example_repo(
     about 1.4 s of compile a unit, like a real PyTorch build, instead of 0.03 s): for the
     benchmarks, which measure what a compiler cache wins back, and for tests that must
     catch a build mid-compile. Its commits then have other SHAs than fakexla's pin.
+    ``heavy_every=n`` makes only every n-th kernel heavy (kernel_000, kernel_00n, ...):
+    for the tests that interrupt a build, which need compiles long enough to be caught,
+    not 54 of them.
     """
+    if heavy_every < 1:
+        raise ExampleError(f"heavy_every must be 1 or more, not {heavy_every}")
     dest = Path(dest).absolute()
     branch = branch or DEFAULT_BRANCHES.get(name, "main")
-    _init_repo(name, dest, branch, heavy)
+    _init_repo(name, dest, branch, heavy, heavy_every)
     if name == "fakexla":
         # pytorch/xla's .torch_commit: a date comment, then the torch SHA master builds against.
         (dest / ".torch_commit").write_text(f"# {GIT_DATE[:10]}\n{torch_commit or faketorch_pinned_sha()}\n")
@@ -257,7 +284,7 @@ def write_example_repo(
         url = (submodule_urls or {}).get(path, os.path.relpath(sub_repo, dest))
         _git(dest, "submodule", "add", "-q", url, path)
     if name in ERAS:
-        _advance_era(name, dest, heavy)
+        _advance_era(name, dest, heavy, heavy_every)
     _commit_and_tag(dest, f"{name}: initial import", TAGS[name])
     if name == "faketorch":
         _require_cxx20(dest)

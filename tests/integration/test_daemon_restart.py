@@ -36,7 +36,8 @@ def private_dockerd():
 
 
 def test_daemon_restart_mid_build_then_rerun_resumes(tmp_path: Path, base_image, engine, private_dockerd):
-    repo = write_example_repo("faketorch", tmp_path / "faketorch", heavy=True)  # a build to restart under
+    # a build to restart under: every 4th kernel heavy (1.4 s), so the rerun's cold build is 10 s, not 40
+    repo = write_example_repo("faketorch", tmp_path / "faketorch", heavy=True, heavy_every=4)
     volume = f"builder-test-restart-{uuid.uuid4().hex[:8]}"
     cfg = write_config(tmp_path / "builder.toml", tmp_path / "data",
                        f'[repos]\ntorch = "file://{repo}"\n[cache]\nccache = "volume:{volume}"\n')

@@ -37,7 +37,8 @@ def env(tmp_path_factory, base_image, engine):
     root = tmp_path_factory.mktemp("dist")
     repo = write_example_repo("faketorch", root / "repos" / "faketorch")
     # The same sources at the heavy weight, for the one test that must catch a compile in flight
-    heavy = write_example_repo("faketorch", root / "repos" / "faketorch-heavy", heavy=True)
+    # (every 4th kernel at 1.4 s: 14 compiles that can be caught, the 40 others at 0.03 s)
+    heavy = write_example_repo("faketorch", root / "repos" / "faketorch-heavy", heavy=True, heavy_every=4)
     volume = f"builder-test-dist-{uuid.uuid4().hex[:8]}"
     common = f'[repos]\ntorch = "file://{repo}"\n[cache]\nccache = "volume:{volume}"\n'
     local = write_config(root / "local.toml", root / "local", common)

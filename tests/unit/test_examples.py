@@ -398,3 +398,29 @@ def test_heavy_faketorch_has_the_heavy_kernel_header_in_every_commit(tmp_path: P
         trees = [dict(line.split("\t")[::-1] for line in git(r, "ls-tree", "-r", ref).splitlines())
                  for r in (light, heavy)]
         assert trees[0].pop(rel) != trees[1].pop(rel) and trees[0] == trees[1], ref
+
+
+def test_heavy_every_makes_every_nth_kernel_heavy_in_a_namespace_of_its_own(tmp_path: Path) -> None:
+    """heavy_every=4 (the tests that interrupt a build): kernel_000, kernel_004, ... include
+    the heavy header, put beside the light one under faketorch::detail_heavy; the light
+    header and the other kernels are the light ones, in every commit."""
+    light = write_example_repo("faketorch", tmp_path / "light" / "faketorch")
+    some = write_example_repo("faketorch", tmp_path / "some" / "faketorch", heavy=True, heavy_every=4)
+    heavy_text = (Path(examples.__file__).parent / "kernel_common_heavy.h").read_text()
+    for ref in ("v2.98.0", "v2.99.0", "main"):
+        header = git(some, "show", f"{ref}:csrc/kernels/kernel_heavy.h")
+        assert header == heavy_text.replace("namespace faketorch::detail", "namespace faketorch::detail_heavy").strip()
+        assert git(some, "show", f"{ref}:csrc/kernels/kernel_common.h") == git(
+            light, "show", f"{ref}:csrc/kernels/kernel_common.h")
+        heavy_kernels = sorted(git(some, "grep", "-l", '#include "kernel_heavy.h"', ref, "--",
+                                   "csrc/kernels").splitlines())
+        assert heavy_kernels == [f"{ref}:csrc/kernels/kernel_{n:03d}.cpp" for n in range(0, 54, 4)]
+        kernel = git(some, "show", f"{ref}:csrc/kernels/kernel_004.cpp")
+        assert "using namespace faketorch::detail_heavy;" in kernel and "kernel_common.h" not in kernel
+        assert git(some, "show", f"{ref}:csrc/kernels/kernel_005.cpp") == git(
+            light, "show", f"{ref}:csrc/kernels/kernel_005.cpp")
+
+
+def test_heavy_every_below_one_is_refused(tmp_path: Path) -> None:
+    with pytest.raises(examples.ExampleError, match="heavy_every must be 1 or more, not 0"):
+        write_example_repo("faketorch", tmp_path / "faketorch", heavy=True, heavy_every=0)
