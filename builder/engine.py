@@ -15,7 +15,7 @@ import os
 import socket
 import tarfile
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any
@@ -292,10 +292,12 @@ class Engine:
                 image_id = self.claim_tag(image.id, f"{repository}:{tag}")
         return RunResult(code, output, time.monotonic() - started), image_id
 
-    def reap_orphans(self) -> list[tuple[str, dict[str, str]]]:
+    def reap_orphans(self, mine: Callable[[dict[str, str]], bool] = lambda labels: True
+                     ) -> list[tuple[str, dict[str, str]]]:
         """Remove containers an earlier builder run on this host could not remove (the
-        daemon went away mid-run, or the run was SIGKILLed): their process is gone.
-        Returns (name, labels) so the caller can remove what a label names (its work dir)."""
+        daemon went away mid-run, or the run was SIGKILLed): their process is gone. Only
+        those whose labels ``mine`` accepts. Returns (name, labels) so the caller can remove
+        what a label names (its work dir)."""
         reaped: list[tuple[str, dict[str, str]]] = []
         try:
             # ignore_removed: another run's container may go between the list and its inspect
@@ -305,7 +307,7 @@ class Engine:
             return reaped
         for container in found:
             pid = container.labels.get("builder.pid", "")
-            if pid.isdigit() and not pid_alive(int(pid)):
+            if pid.isdigit() and not pid_alive(int(pid)) and mine(dict(container.labels)):
                 with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
                     container.remove(force=True)
                     reaped.append((container.name, dict(container.labels)))

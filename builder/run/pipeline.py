@@ -51,7 +51,14 @@ from builder.run.wheelplan import (
     plan_wheels,
     step_inputs,
 )
-from builder.run.wheelstep import WORK_DIR_LABEL, StepOutcome, find_reusable, remove_stale_work_dir, run_step
+from builder.run.wheelstep import (
+    WORK_DIR_LABEL,
+    StepOutcome,
+    find_reusable,
+    reaped_here,
+    remove_stale_work_dir,
+    run_step,
+)
 from builder.source.buildreqs import BuildRequirements, missing_module_hint
 from builder.stages.images import Images, StageResult, bring_up, build_stages, remembered_banners
 from builder.stages.plan import deps_stage
@@ -219,10 +226,12 @@ def explain_failure(exc: BuildError, log_path: Path, recipe: Recipe, sha: str,
 
 
 def reap(engine: Engine, cfg: Config, note: Note) -> None:
-    """Containers (and their work dirs) an interrupted earlier run left behind."""
-    for name, labels in engine.reap_orphans():
+    """Containers (and their work dirs) an interrupted earlier run left behind: any dead
+    run's on this host, but one naming a work dir of another data dir only from there."""
+    work_root = Path(cfg.data_dir) / "work"
+    for name, labels in engine.reap_orphans(lambda labels: reaped_here(labels, Path(cfg.data_dir))):
         note(f"removed container {name} left behind by an interrupted earlier run")
-        if remove_stale_work_dir(Path(cfg.data_dir) / "work", labels.get(WORK_DIR_LABEL, "")):
+        if remove_stale_work_dir(work_root, labels.get(WORK_DIR_LABEL, "")):
             note(f"removed its work dir {labels[WORK_DIR_LABEL]}")
 
 

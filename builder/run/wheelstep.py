@@ -120,6 +120,15 @@ def find_reusable(index: DirectoryIndex, recipe: Recipe, key: str, source_sha: s
 WORK_DIR_LABEL = "builder.workdir"  # lets the next run remove this dir if we are SIGKILLed
 
 
+def reaped_here(labels: dict[str, str], data_dir: Path) -> bool:
+    """Whether a run in ``data_dir`` removes a dead run's container with ``labels``: yes
+    unless the container names a work dir outside ``data_dir`` (another data dir's). That
+    one is left to a run in its own data dir, which removes the container and the work dir
+    together; removed from here, the work dir would stay on disk with nothing naming it."""
+    labelled = labels.get(WORK_DIR_LABEL, "")
+    return not labelled or Path(data_dir) in Path(labelled).parents
+
+
 def remove_stale_work_dir(work_root: Path, labelled: str) -> bool:
     """Remove an interrupted run's work dir, only if it is a direct child of ``work_root``."""
     if not labelled:

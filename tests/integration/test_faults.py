@@ -137,7 +137,15 @@ def test_sigkilled_run_leaves_container_and_work_dir_that_the_next_run_removes(s
     finally:
         if proc.poll() is None:
             proc.kill()
-    assert builder_containers(engine, proc) != [] and list(work.iterdir()) != []  # what a kill -9 leaves
+    left = [c.id for c in builder_containers(engine, proc)]
+    assert left != [] and list(work.iterdir()) != []  # what a kill -9 leaves
+    # A run of another data dir (setup's; refused at planning, after its reaper ran) leaves
+    # both: the container names a work dir it does not hold, which it could not remove.
+    other = run_builder("wheels", "--torch", "main", "--no-smoke", config=setup["cfg"],
+                        env={"BUILDER_BUILD_MIN_FREE_DISK_GIB": "1000000"})
+    assert other.returncode == 1 and "error: the plan needs 1000000.0 GiB free in " in other.stderr, other.stderr
+    assert "left behind" not in other.stderr
+    assert [c.id for c in builder_containers(engine, proc)] == left and list(work.iterdir()) != []
     rerun = run_builder("wheels", "--torch", "main", "--torch-repo", f"file://{setup['light']}", "--no-smoke",
                         config=cfg)
     assert rerun.returncode == 0, rerun.stderr

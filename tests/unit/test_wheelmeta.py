@@ -125,3 +125,21 @@ def test_remove_stale_work_dir_only_removes_a_child_of_the_work_root(tmp_path):
     assert not remove_stale_work_dir(root, str(outside)) and outside.is_dir()
     assert not remove_stale_work_dir(root, str(root / ".." / "elsewhere")) and outside.is_dir()
     assert not remove_stale_work_dir(root, "")
+
+
+def test_a_dead_runs_container_is_reaped_from_its_own_data_dir_only(tmp_path):
+    """Any run removes a dead run's container without a work dir (a smoke, a name lock); one
+    naming a work dir is removed only by a run of the data dir that holds it (the build's
+    data_dir/work/..., a verify's data_dir/verify/.../work/...), which removes the work dir
+    with it. A run of another data dir leaves both: removed from there, the work dir would stay
+    on disk with nothing naming it (a shuffled run saw the other worker reap a killed build's
+    container first)."""
+    from builder.run.wheelstep import WORK_DIR_LABEL, reaped_here
+
+    data = tmp_path / "data"
+    assert reaped_here({}, data) and reaped_here({"builder.step": "smoke"}, data)
+    assert reaped_here({WORK_DIR_LABEL: str(data / "work" / "torch-abc")}, data)
+    assert reaped_here({WORK_DIR_LABEL: str(data / "verify" / "rebuild-1" / "work" / "torch-abc")}, data)
+    assert not reaped_here({WORK_DIR_LABEL: str(tmp_path / "other" / "work" / "torch-abc")}, data)
+    assert not reaped_here({WORK_DIR_LABEL: str(tmp_path / "data-2" / "work" / "torch-abc")}, data)
+    assert not reaped_here({WORK_DIR_LABEL: str(data)}, data)  # the data dir itself is no work dir in it
