@@ -25,6 +25,7 @@ import docker.errors
 import requests
 
 from builder.errors import BuildError, DockerUnavailable
+from builder.errors import short_message as _short
 from builder.files import pid_alive
 from builder.namelock import name_lock
 
@@ -360,13 +361,6 @@ def _daemon_guard(image: str) -> Iterator[None]:
                          "check that dockerd is running, then rerun: stages already built are reused") from None
     except docker.errors.APIError as exc:
         raise BuildError(f"Docker failed while running a container from {image}: {_short(exc)}") from None
-
-
-def _short(exc: BaseException) -> str:
-    text = getattr(exc, "explanation", None) or str(exc)
-    if isinstance(text, bytes):
-        text = text.decode("utf-8", "replace")
-    return " ".join(str(text).split())[:300]
 
 
 def labels_json(data: dict[str, Any]) -> str:

@@ -70,3 +70,12 @@ class PackageIndexError(BuilderError):
 
 class UploadError(BuilderError):
     """Uploading to a remote index failed."""
+
+
+def short_message(exc: BaseException) -> str:
+    """One line of at most 300 characters from an exception (a docker SDK error's
+    ``explanation`` when it has one, which may be bytes)."""
+    text = getattr(exc, "explanation", None) or str(exc)
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "replace")
+    return " ".join(str(text).split())[:300]

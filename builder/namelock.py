@@ -22,7 +22,7 @@ from typing import Any
 import docker.errors
 import requests
 
-from builder.errors import BuildError
+from builder.errors import BuildError, short_message
 
 PREFIX = "builder-name-lock-"
 
@@ -49,8 +49,7 @@ def name_lock(api: Any, reference: str, image: str, wait: float = 60.0, stale: f
             break
         except docker.errors.APIError as exc:
             if exc.status_code != 409:
-                raise BuildError(f"the lock on the name {reference} could not be taken: "
-                                 f"{exc.explanation or exc}") from None
+                raise BuildError(f"the lock on the name {reference} could not be taken: {short_message(exc)}") from None
         if _age(api, name) > stale:
             with contextlib.suppress(docker.errors.APIError):
                 api.remove_container(name, force=True)
