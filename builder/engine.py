@@ -293,8 +293,7 @@ class Engine:
                 image_id = self.claim_tag(image.id, f"{repository}:{tag}")
         return RunResult(code, output, time.monotonic() - started), image_id
 
-    def reap_orphans(self, mine: Callable[[dict[str, str]], bool] = lambda labels: True
-                     ) -> list[tuple[str, dict[str, str]]]:
+    def reap_orphans(self, mine: Callable[[dict[str, str]], bool]) -> list[tuple[str, dict[str, str]]]:
         """Remove containers an earlier builder run on this host could not remove (the
         daemon went away mid-run, or the run was SIGKILLed): their process is gone. Only
         those whose labels ``mine`` accepts. Returns (name, labels) so the caller can remove

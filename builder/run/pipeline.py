@@ -228,8 +228,9 @@ def explain_failure(exc: BuildError, log_path: Path, recipe: Recipe, sha: str,
 def reap(engine: Engine, cfg: Config, note: Note) -> None:
     """Containers (and their work dirs) an interrupted earlier run left behind: any dead
     run's on this host, but one naming a work dir of another data dir only from there."""
-    work_root = Path(cfg.data_dir) / "work"
-    for name, labels in engine.reap_orphans(lambda labels: reaped_here(labels, Path(cfg.data_dir))):
+    data_dir = Path(cfg.data_dir)
+    work_root = data_dir / "work"
+    for name, labels in engine.reap_orphans(lambda labels: reaped_here(labels, data_dir)):
         note(f"removed container {name} left behind by an interrupted earlier run")
         if remove_stale_work_dir(work_root, labels.get(WORK_DIR_LABEL, "")):
             note(f"removed its work dir {labels[WORK_DIR_LABEL]}")
