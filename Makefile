@@ -13,23 +13,26 @@ setup:
 # the 30 slowest tests are listed at the end (where the suite's time goes). Two workers
 # (pytest-xdist), a whole module to a worker (--dist loadfile: a module's one cold build and
 # the tests on it stay in one process): half of an integration module's time is waits
-# (downloads, container starts, fsync), which the other worker fills. TEST_WORKERS=1 runs
-# the suite in one worker; more workers share the same cores with each build's jobs.
+# (downloads, container starts, fsync), which the other worker fills. The modules go out
+# costliest first (tests/helpers_order.py; --no-loadscope-reorder keeps xdist from putting
+# the modules with the most tests first instead). TEST_WORKERS=1 runs the suite in one
+# worker; more workers share the same cores with each build's jobs.
 TEST_WORKERS ?= 2
 test: setup
-	$(PY) -m pytest tests -q -p no:randomly -n $(TEST_WORKERS) --dist loadfile --durations=30
+	$(PY) -m pytest tests -q -p no:randomly -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --durations=30
 
 # The same suite shuffled (pytest-randomly): an order dependence between tests fails here.
 # The seed is printed first: replay that order with `make test-random SEED=<n>`;
 # TESTS=tests/unit shuffles the unit tests only. The same workers as `make test`: the module
-# order and the order of the tests in each module are shuffled (one seed for all workers).
+# order and the order of the tests in each module are shuffled (one seed for all workers;
+# --no-loadscope-reorder: the shuffled module order is the one the workers get).
 TESTS ?= tests
 ifeq ($(SEED),)
 SEED := $(shell od -An -N4 -tu4 /dev/urandom | tr -d ' ')
 endif
 test-random: setup
 	@echo "random order, seed $(SEED) (replay: make test-random SEED=$(SEED))"
-	$(PY) -m pytest $(TESTS) -q -p randomly -n $(TEST_WORKERS) --dist loadfile --randomly-seed=$(SEED)
+	$(PY) -m pytest $(TESTS) -q -p randomly -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder --randomly-seed=$(SEED)
 
 test-unit: setup
 	$(PY) -m pytest tests/unit -q

@@ -62,6 +62,16 @@ HOST_CA = os.environ.get("PIP_CERT") or "/etc/ssl/certs/ca-certificates.crt"
 BASE_TAG = "builder/debian:bookworm-minbase"
 
 
+def pytest_collection_modifyitems(config, items):
+    """The costliest modules first (tests/helpers_order.py), unless pytest-randomly shuffles
+    the run (`make test-random`): its order is the point of that run."""
+    if config.pluginmanager.has_plugin("randomly"):
+        return
+    from tests.helpers_order import costliest_first
+
+    items[:] = costliest_first(items)
+
+
 def run_builder(*args: str, config: Path | None = None, env: dict[str, str] | None = None,
                 check: bool = False, timeout: float = 1800, cwd: Path | None = None
                 ) -> subprocess.CompletedProcess[str]:
