@@ -29,6 +29,8 @@ from builder.errors import short_message as _short
 from builder.files import pid_alive
 from builder.namelock import name_lock
 
+SCRATCH_LABEL = "builder.scratch-of"  # a volume for one run of this data dir (Engine.ensure_volume)
+
 
 @dataclass
 class BuildResult:
@@ -319,11 +321,35 @@ class Engine:
         return self.client.containers.list(all=True, ignore_removed=True, filters={"label": label})
 
     # -- volumes -------------------------------------------------------------------
-    def ensure_volume(self, name: str) -> None:
+    def ensure_volume(self, name: str, scratch_of: str = "") -> None:
+        """Create the volume ``name`` if it does not exist. A scratch volume lives for one
+        run only (a verify's empty caches; ``scratch_of``: the data dir it belongs to): it
+        is labelled with that dir and this host and pid, so that the next run of that data
+        dir removes it by :meth:`reap_volumes` once this process is gone, if it could not."""
         try:
             self.client.volumes.get(name)
         except docker.errors.NotFound:
-            self.client.volumes.create(name, labels={"builder": "1"})
+            owner = {SCRATCH_LABEL: scratch_of, "builder.pid": str(os.getpid()),
+                     "builder.host": socket.gethostname()} if scratch_of else {}
+            self.client.volumes.create(name, labels={"builder": "1", **owner})
+
+    def reap_volumes(self, scratch_of: str) -> list[str]:
+        """Remove the scratch volumes of the data dir ``scratch_of`` whose run on this host
+        is gone (SIGKILLed before removing them); the caches are not scratch volumes.
+        Returns their names."""
+        removed: list[str] = []
+        try:
+            found = self.client.volumes.list(filters={"label": [
+                "builder=1", f"builder.host={socket.gethostname()}", f"{SCRATCH_LABEL}={scratch_of}"]})
+        except (docker.errors.APIError, requests.exceptions.RequestException):
+            return removed
+        for volume in found:
+            pid = (volume.attrs.get("Labels") or {}).get("builder.pid", "")
+            if pid.isdigit() and not pid_alive(int(pid)):
+                with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
+                    volume.remove(force=True)
+                    removed.append(volume.name)
+        return removed
 
     def volume_exists(self, name: str) -> bool:
         try:

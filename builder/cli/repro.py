@@ -98,6 +98,7 @@ def verify_cmd(
     """Rebuild wheels from their manifests with empty caches and compare sha256."""
     from builder.engine import Engine
     from builder.index.directory import DirectoryIndex
+    from builder.run.reaper import reap
     from builder.run.verify import verify_all, verify_wheel
 
     if bool(wheel) == all_wheels:
@@ -107,6 +108,7 @@ def verify_cmd(
     if wheel:
         index.manifest(wheel)  # a malformed or unknown name fails here, before any Docker call
     engine = Engine()
+    reap(engine, cfg, _note)  # what a SIGKILLed verify (or build) left: its containers, scratch dirs, volumes
     if all_wheels:
         results, skipped = verify_all(engine, cfg, index, _note, jobs)
         for name in skipped:

@@ -40,6 +40,7 @@ from builder.repro.manifest import PROVENANCE_TOOLS, ImageRef, Provenance
 from builder.resources import DiskEstimate, choose_jobs, estimate_disk, free_disk_gib
 from builder.run.graph import Request, resolve
 from builder.run.progress import StepProgress
+from builder.run.reaper import reap
 from builder.run.smoke import run_smokes
 from builder.run.sources import check_out
 from builder.run.wheelplan import (
@@ -51,14 +52,7 @@ from builder.run.wheelplan import (
     plan_wheels,
     step_inputs,
 )
-from builder.run.wheelstep import (
-    WORK_DIR_LABEL,
-    StepOutcome,
-    find_reusable,
-    reaped_here,
-    remove_stale_work_dir,
-    run_step,
-)
+from builder.run.wheelstep import StepOutcome, find_reusable, run_step
 from builder.source.buildreqs import BuildRequirements, missing_module_hint
 from builder.stages.images import Images, StageResult, bring_up, build_stages, remembered_banners
 from builder.stages.plan import deps_stage
@@ -223,17 +217,6 @@ def explain_failure(exc: BuildError, log_path: Path, recipe: Recipe, sha: str,
     if hint is None:
         return exc
     return BuildError(f"building {recipe.project} from {sha[:12]} failed: {hint}", f"see the log {log_path}")
-
-
-def reap(engine: Engine, cfg: Config, note: Note) -> None:
-    """Containers (and their work dirs) an interrupted earlier run left behind: any dead
-    run's on this host, but one naming a work dir of another data dir only from there."""
-    data_dir = Path(cfg.data_dir)
-    work_root = data_dir / "work"
-    for name, labels in engine.reap_orphans(lambda labels: reaped_here(labels, data_dir)):
-        note(f"removed container {name} left behind by an interrupted earlier run")
-        if remove_stale_work_dir(work_root, labels.get(WORK_DIR_LABEL, "")):
-            note(f"removed its work dir {labels[WORK_DIR_LABEL]}")
 
 
 def run_wheels(cfg: Config, request: Request, note: Note, progress: StepProgress | None = None) -> RunReport:

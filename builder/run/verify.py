@@ -14,7 +14,6 @@ import hashlib
 import os
 import shutil
 import subprocess
-import tempfile
 import uuid
 import zipfile
 import zlib
@@ -32,6 +31,7 @@ from builder.index.directory import DirectoryIndex
 from builder.recipes import BuildContext, built_projects, get_recipe
 from builder.repro.manifest import Provenance, RebuildSpec, rebuild_spec
 from builder.resources import choose_jobs
+from builder.run.reaper import make_scratch_dir, verify_root
 from builder.run.sources import check_out, recorded_source, source_requirements
 from builder.run.wheelstep import container_env, keyed_env, run_step, wheel_key
 
@@ -175,10 +175,11 @@ def verify_wheel(engine: Engine, cfg: Config, index: DirectoryIndex, wheel: str,
     if keyed_env(recipe, env) != {**spec.env}:
         result.notes.append("the rebuild's environment differs from the recorded one")
     volume = f"builder-verify-{uuid.uuid4().hex[:12]}"
-    scratch_root = Path(cfg.data_dir) / "verify"
-    scratch_root.mkdir(parents=True, exist_ok=True)
-    scratch = Path(tempfile.mkdtemp(prefix="rebuild-", dir=scratch_root))
+    scratch_root = verify_root(cfg.data_dir)
+    scratch = make_scratch_dir(scratch_root)  # with the volumes, removed by the next run if we are SIGKILLed
     try:
+        engine.ensure_volume(volume, scratch_of=str(cfg.data_dir))
+        engine.ensure_volume(f"{volume}-bazel", scratch_of=str(cfg.data_dir))
         scratch_index = DirectoryIndex(scratch / "index")
         installed = {}  # project -> the wheel the build installed first, found again by its sha256
         for requirement, sha in zip(spec.against, spec.against_sha256, strict=False):
@@ -195,7 +196,6 @@ def verify_wheel(engine: Engine, cfg: Config, index: DirectoryIndex, wheel: str,
                 scratch_index.add(index.files_dir / entry.filename)
         fresh = cfg.replace(cache=replace(cfg.cache, ccache=f"volume:{volume}", ccache_remote="",
                                           ccache_read_only=False, bazel=f"volume:{volume}-bazel", bazel_remote=""))
-        engine.ensure_volume(f"{volume}-bazel")
         mounts = prepare_ccache(engine, fresh, spec.image_tag, scratch_index.root, f"{volume}-bazel")
         note(f"{wheel}: checking out {spec.source_sha[:12]} into {scratch} ...")
         tree = check_out(cfg, recipe, source, scratch / "src" / recipe.name)

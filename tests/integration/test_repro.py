@@ -10,7 +10,11 @@ the lock tests fail or reuse before compiling.
 from __future__ import annotations
 
 import json
+import shutil
+import signal
 import subprocess
+import sys
+import time
 import uuid
 import zipfile
 from pathlib import Path
@@ -136,6 +140,56 @@ def test_second_build_elsewhere_with_empty_ccache_is_identical_and_verify_passes
     assert TOKEN not in log and PASSWORD not in log
     assert not [v.name for v in engine.client.volumes.list() if v.name.startswith("builder-verify-")]  # removed
     assert not list((env["data_b"] / "verify").glob("rebuild-*"))  # scratch tree removed
+
+
+def dead_pid() -> int:
+    """The pid of a process of ours that has ended (not reused this soon)."""
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+def test_sigkilled_verify_leaves_scratch_and_volumes_that_the_next_verify_removes(env, built, engine):
+    """A kill -9 mid-rebuild: its container, scratch dir and two empty cache volumes stay;
+    the next verify in that data dir removes them (not another host's, which it cannot
+    tell is gone), then verifies."""
+    wheel = built["wheel"]["filename"]
+    other_host = {"builder": "1", "builder.pid": str(dead_pid()), "builder.host": "another-host"}
+    foreign_volume = f"builder-test-otherhost-{uuid.uuid4().hex[:8]}"
+    engine.client.volumes.create(foreign_volume, labels=other_host)
+    foreign_dir = env["data_b"] / "verify" / f"rebuild-otherhost-{uuid.uuid4().hex[:8]}"
+    foreign_dir.mkdir(parents=True)
+    (foreign_dir / ".builder-owner").write_text(f"another-host {other_host['builder.pid']}\n")
+    proc = subprocess.Popen([sys.executable, "-m", "builder", "--config", str(env["cfg_b"]), "verify", wheel,
+                             "--dir", str(env["index"])], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        deadline = time.monotonic() + 300
+        while not engine.client.containers.list(filters={"label": ["builder.step=torch", f"builder.pid={proc.pid}"]}):
+            assert time.monotonic() < deadline and proc.poll() is None, "the rebuild's container never started"
+            time.sleep(0.2)
+        proc.send_signal(signal.SIGKILL)  # our own builder process, by its pid: nothing can clean up
+        proc.communicate(timeout=60)
+        mine = {"label": f"builder.pid={proc.pid}"}
+        containers = [c.name for c in engine.client.containers.list(all=True, filters=mine)]
+        volumes = sorted(v.name for v in engine.client.volumes.list(filters=mine))
+        scratch = [p for p in (env["data_b"] / "verify").glob("rebuild-*") if p != foreign_dir]
+        assert len(containers) == 1 and len(scratch) == 1  # what a kill -9 leaves
+        assert volumes == sorted([volumes[0], f"{volumes[0]}-bazel"]) and volumes[0].startswith("builder-verify-")
+        done, results = verify(env, wheel, env["cfg_b"])
+        assert done.returncode == 0, done.stderr
+        assert results[0]["ok"]
+        assert f"removed container {containers[0]} left behind by an interrupted earlier run" in done.stderr
+        assert f"removed the scratch dir {scratch[0]} of an interrupted `builder verify`" in done.stderr
+        for name in volumes:
+            assert f"removed volume {name} left behind by an interrupted earlier run" in done.stderr
+        assert engine.client.containers.list(all=True, filters=mine) == []
+        assert engine.client.volumes.list(filters=mine) == [] and not scratch[0].exists()
+        assert engine.volume_exists(foreign_volume) and foreign_dir.is_dir()  # another host's: kept
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        engine.remove_volume(foreign_volume)
+        shutil.rmtree(foreign_dir, ignore_errors=True)
 
 
 def test_verify_fails_on_a_tampered_wheel_and_names_the_file(env, built):
