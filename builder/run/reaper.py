@@ -51,9 +51,10 @@ def left_behind(path: Path, host: str | None = None) -> bool:
 
 
 def reap_scratch(root: Path) -> list[Path]:
-    """Remove the scratch dirs under ``root`` whose maker is gone; the ones removed."""
+    """Remove the scratch dirs under ``root`` whose maker is gone; the ones removed (one
+    that cannot be removed whole is left, not an error: the run goes on)."""
     removed = []
-    for path in sorted(root.glob(f"{SCRATCH_PREFIX}*")) if root.is_dir() else []:
+    for path in sorted(root.glob(f"{SCRATCH_PREFIX}*")):  # none when root does not exist
         if path.is_dir() and left_behind(path):
             shutil.rmtree(path, ignore_errors=True)
             if not path.exists():

@@ -22,8 +22,8 @@ def owned(path, host: str, pid: int | str):
 
 
 def test_a_scratch_dir_names_this_host_and_process(tmp_path):
-    path = make_scratch_dir(tmp_path / "verify")
-    assert path.parent == tmp_path / "verify" and path.name.startswith("rebuild-")
+    path = make_scratch_dir(tmp_path / "data" / "verify")  # neither exists yet
+    assert path.parent == tmp_path / "data" / "verify" and path.name.startswith("rebuild-")
     assert (path / OWNER_FILE).read_text() == f"{socket.gethostname()} {os.getpid()}\n"
     assert not left_behind(path)  # we are alive
 
@@ -52,3 +52,19 @@ def test_reap_scratch_removes_the_dead_runs_dirs_only(tmp_path):
     kept = owned(root / "rebuilt", socket.gethostname(), gone)  # not a scratch dir's name
     assert reap_scratch(root) == [dead]
     assert not dead.exists() and live.is_dir() and foreign.is_dir() and kept.is_dir()
+
+
+def test_a_dir_that_cannot_be_removed_is_left_and_not_an_error(tmp_path):
+    root = verify_root(tmp_path)
+    stuck = owned(root / "rebuild-stuck", socket.gethostname(), dead_pid())
+    pinned = stuck / "pinned"
+    pinned.write_text("x")
+    # root may remove anything but an immutable file; another user, nothing in a read-only dir
+    lock, unlock = ((["chattr", "+i", str(pinned)], ["chattr", "-i", str(pinned)]) if os.geteuid() == 0
+                    else (["chmod", "0500", str(stuck)], ["chmod", "0700", str(stuck)]))
+    subprocess.run(lock, check=True)
+    try:
+        assert reap_scratch(root) == []
+        assert pinned.is_file()
+    finally:
+        subprocess.run(unlock, check=True)
