@@ -16,7 +16,7 @@ import os
 import re
 import socket
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import docker.errors
@@ -43,6 +43,7 @@ def name_lock(api: Any, reference: str, image: str, wait: float = 60.0, stale: f
     labels = {"builder": "1", "builder.pid": str(os.getpid()), "builder.host": socket.gethostname(),
               "builder.name-lock": reference}
     deadline = time.monotonic() + wait
+    clock = DaemonClock(api)
     while True:
         try:
             api.create_container(image, command=["true"], name=name, labels=labels, network_disabled=True)
@@ -50,7 +51,7 @@ def name_lock(api: Any, reference: str, image: str, wait: float = 60.0, stale: f
         except docker.errors.APIError as exc:
             if exc.status_code != 409:
                 raise BuildError(f"the lock on the name {reference} could not be taken: {short_message(exc)}") from None
-        if _age(api, name) > stale:
+        if _age(api, name, clock) > stale:
             with contextlib.suppress(docker.errors.APIError):
                 api.remove_container(name, force=True)
             continue
@@ -65,15 +66,30 @@ def name_lock(api: Any, reference: str, image: str, wait: float = 60.0, stale: f
             api.remove_container(name, force=True)
 
 
-def _age(api: Any, name: str) -> float:
+class DaemonClock:
+    """The daemon's time, asked once (``info`` is not a cheap call) and then carried on by
+    this host's monotonic clock: over a wait of seconds the two do not drift apart, while a
+    remote daemon's clock may be set far from this host's."""
+
+    def __init__(self, api: Any, monotonic: Callable[[], float] = time.monotonic) -> None:
+        self._api, self._monotonic = api, monotonic
+        self._start: tuple[datetime.datetime, float] | None = None
+
+    def now(self) -> datetime.datetime:
+        if self._start is None:
+            self._start = (created_at(self._api.info()["SystemTime"]), self._monotonic())
+        stamp, at = self._start
+        return stamp + datetime.timedelta(seconds=self._monotonic() - at)
+
+
+def _age(api: Any, name: str, clock: DaemonClock) -> float:
     """Seconds since the container ``name`` was created (0 if it went meanwhile), by the
     daemon's clock on both ends: a remote daemon's clock may be off from this host's."""
     try:
         created = api.inspect_container(name)["Created"]
-        now = api.info()["SystemTime"]
     except docker.errors.NotFound:
         return 0.0
-    return (created_at(now) - created_at(created)).total_seconds()
+    return (clock.now() - created_at(created)).total_seconds()
 
 
 def created_at(stamp: str) -> datetime.datetime:

@@ -35,3 +35,28 @@ def test_a_stamp_that_is_not_rfc3339_is_a_clear_error():
 
     with pytest.raises(BuildError, match=r"the Docker daemon gave a time stamp builder cannot read: 'yesterday'"):
         created_at("yesterday")
+
+
+class CountingDaemon:
+    """Stands for the API's ``info`` only: how many times the daemon's time was asked."""
+
+    def __init__(self, system_time: str) -> None:
+        self.system_time, self.calls = system_time, 0
+
+    def info(self):
+        self.calls += 1
+        return {"SystemTime": self.system_time}
+
+
+def test_the_daemon_clock_asks_the_daemon_once_then_runs_on_the_host_monotonic_clock():
+    from builder.namelock import DaemonClock
+
+    ticks = iter([100.0, 100.0, 102.5, 160.0])  # this host's monotonic seconds, one per reading
+    daemon = CountingDaemon("2026-12-07T23:30:12Z")  # a daemon whose clock is far from this host's
+    clock = DaemonClock(daemon, monotonic=lambda: next(ticks))
+    start = datetime.datetime(2026, 12, 7, 23, 30, 12, tzinfo=datetime.UTC)
+    assert daemon.calls == 0  # not asked until a lock is found held
+    assert clock.now() == start
+    assert clock.now() == start + datetime.timedelta(seconds=2.5)
+    assert clock.now() == start + datetime.timedelta(seconds=60)
+    assert daemon.calls == 1
