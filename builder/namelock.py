@@ -95,10 +95,8 @@ def _age(api: Any, name: str, clock: DaemonClock) -> float:
 def created_at(stamp: str) -> datetime.datetime:
     """A daemon time stamp (``Created``, ``SystemTime``: RFC 3339 with nanoseconds,
     ``...T23:30:12.123456789Z`` or with an offset, ``...12.1234+01:00``) as an aware
-    datetime (Python reads at most microseconds)."""
-    match = re.fullmatch(r"([0-9-]+T[0-9:]+)(?:\.([0-9]+))?(Z|[+-][0-9]{2}:[0-9]{2})", stamp)
-    if match is None:
+    datetime. Python 3.11's ``fromisoformat`` reads all of these (digits past the sixth are
+    dropped); the pattern keeps anything else, which it might read as local time, out."""
+    if re.fullmatch(r"[0-9-]+T[0-9:]+(?:\.[0-9]+)?(?:Z|[+-][0-9]{2}:[0-9]{2})", stamp) is None:
         raise BuildError(f"the Docker daemon gave a time stamp builder cannot read: {stamp!r}")
-    head, fraction, zone = match.groups()
-    fraction = f".{fraction[:6]}" if fraction else ""
-    return datetime.datetime.fromisoformat(head + fraction + ("+00:00" if zone == "Z" else zone))
+    return datetime.datetime.fromisoformat(stamp)

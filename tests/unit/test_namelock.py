@@ -35,6 +35,9 @@ def test_a_stamp_that_is_not_rfc3339_is_a_clear_error():
 
     with pytest.raises(BuildError, match=r"the Docker daemon gave a time stamp builder cannot read: 'yesterday'"):
         created_at("yesterday")
+    for naive in ("2026-12-07T23:30:12", "2026-12-07T23:30:12.5", "2026-12-07 23:30:12Z"):  # no zone: local time
+        with pytest.raises(BuildError, match="cannot read"):
+            created_at(naive)
 
 
 class CountingDaemon:
