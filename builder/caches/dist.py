@@ -18,6 +18,7 @@ so `builder dist down` stops exactly what `up` started.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import secrets
@@ -128,9 +129,19 @@ class Cluster:
 
 def free_port() -> int:
     """A free TCP port on 127.0.0.1 (the OS picks it)."""
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_ports(1)[0]
+
+
+def free_ports(count: int) -> list[int]:
+    """``count`` distinct free TCP ports on 127.0.0.1, all held open while the OS picks
+    them: ports asked for one at a time may come back equal, since a port closed again is
+    free to hand out until its program binds it (a scheduler still starting up gave a
+    build server its port: "Address already in use")."""
+    with contextlib.ExitStack() as stack:
+        held = [stack.enter_context(socket.socket()) for _ in range(count)]
+        for s in held:
+            s.bind(("127.0.0.1", 0))
+        return [s.getsockname()[1] for s in held]
 
 
 def _tool(name: str) -> str:
@@ -166,7 +177,7 @@ def up(root: Path, servers: int = 2, cpus_per_server: int = 0) -> Cluster:
     client_token = secrets.token_urlsafe(24)
     token_file = root / "client-token"
     atomic_write(token_file, client_token + "\n", mode=0o600)  # secrets: owner only
-    sched_port = free_port()
+    sched_port, *server_ports = free_ports(1 + servers)
     cluster = Cluster(root, f"http://127.0.0.1:{sched_port}", token_file)
     atomic_write(root / "scheduler.conf",
                  f'public_addr = "127.0.0.1:{sched_port}"\n[client_auth]\ntype = "token"\n'
@@ -175,8 +186,7 @@ def up(root: Path, servers: int = 2, cpus_per_server: int = 0) -> Cluster:
     cluster.pids["scheduler"] = _spawn([dist_bin, "scheduler", "--config", str(root / "scheduler.conf")],
                                        root / "scheduler.log")
     cores = os.cpu_count() or 1
-    for i in range(servers):
-        port = free_port()
+    for i, port in enumerate(server_ports):
         addr = f"127.0.0.1:{port}"
         server_token = make_server_token(dist_bin, addr, key)
         conf = root / f"server-{i}.conf"

