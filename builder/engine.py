@@ -26,7 +26,7 @@ import requests
 
 from builder.errors import BuildError, DockerUnavailable
 from builder.errors import short_message as _short
-from builder.files import pid_alive
+from builder.files import pid_gone
 from builder.namelock import name_lock
 
 SCRATCH_LABEL = "builder.scratch-of"  # a volume for one run of this data dir (Engine.ensure_volume)
@@ -308,8 +308,7 @@ class Engine:
         except (docker.errors.APIError, requests.exceptions.RequestException):
             return reaped
         for container in found:
-            pid = container.labels.get("builder.pid", "")
-            if pid.isdigit() and not pid_alive(int(pid)) and mine(dict(container.labels)):
+            if pid_gone(container.labels.get("builder.pid", "")) and mine(dict(container.labels)):
                 with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
                     container.remove(force=True)
                     reaped.append((container.name, dict(container.labels)))
@@ -344,8 +343,7 @@ class Engine:
         except (docker.errors.APIError, requests.exceptions.RequestException):
             return removed
         for volume in found:
-            pid = (volume.attrs.get("Labels") or {}).get("builder.pid", "")
-            if pid.isdigit() and not pid_alive(int(pid)):
+            if pid_gone((volume.attrs.get("Labels") or {}).get("builder.pid", "")):
                 with contextlib.suppress(docker.errors.APIError, requests.exceptions.RequestException):
                     volume.remove(force=True)
                     removed.append(volume.name)

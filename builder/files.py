@@ -152,3 +152,9 @@ def pid_alive(pid: int) -> bool:
     except PermissionError:
         return True
     return True
+
+
+def pid_gone(pid: str) -> bool:
+    """Whether a pid recorded as text (a label, an owner file) names a process that no
+    longer exists; text that is not a pid is not known to be gone."""
+    return pid.isdigit() and not pid_alive(int(pid))

@@ -88,6 +88,26 @@ def run_builder(*args: str, config: Path | None = None, env: dict[str, str] | No
     return done
 
 
+def dead_pid() -> int:
+    """The pid of a process of ours that has ended (not reused this soon): an owner that is gone."""
+    proc = subprocess.Popen(["true"])
+    proc.wait()
+    return proc.pid
+
+
+def wait_for_container(engine, proc, step: str = "torch", timeout: float = 120):
+    """The running step container of the builder process ``proc`` (other builds may run on
+    the daemon); fails when it has not started in ``timeout`` s or ``proc`` ended first."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline and proc.poll() is None:
+        found = engine.client.containers.list(
+            filters={"label": [f"builder.step={step}", f"builder.pid={proc.pid}"]})
+        if found:
+            return found[0]
+        time.sleep(0.2)
+    raise AssertionError(f"the {step} container never started (builder exit {proc.poll()})")
+
+
 def tree(directory: Path) -> dict[str, tuple[int, int, int]]:
     """Every file under ``directory`` with its size, inode and mtime: a publish changes it,
     a republish of a file already there too (atomic: a new file renamed into place)."""

@@ -25,7 +25,7 @@ from pathlib import Path
 from builder.config import Config
 from builder.console import Note
 from builder.engine import Engine
-from builder.files import pid_alive
+from builder.files import pid_gone
 from builder.run.wheelstep import WORK_DIR_LABEL, reaped_here, remove_stale_work_dir
 
 OWNER_FILE = ".builder-owner"
@@ -47,7 +47,7 @@ def left_behind(path: Path, host: str | None = None) -> bool:
         owner_host, pid = (path / OWNER_FILE).read_text().split()
     except (OSError, ValueError):
         return False
-    return owner_host == (host or socket.gethostname()) and pid.isdigit() and not pid_alive(int(pid))
+    return owner_host == (host or socket.gethostname()) and pid_gone(pid)
 
 
 def reap_scratch(root: Path) -> list[Path]:

@@ -15,7 +15,7 @@ import uuid
 import pytest
 
 from builder.examples import write_example_repo
-from tests.conftest import run_builder, tree, write_config
+from tests.conftest import run_builder, tree, wait_for_container, write_config
 
 pytestmark = pytest.mark.docker
 
@@ -46,18 +46,6 @@ def start_build(setup, *args: str) -> subprocess.Popen:
                              "--torch", "main", "--no-smoke", *args],
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
-
-
-def wait_for_container(engine, proc, step: str = "torch", timeout: float = 120):
-    """The build container of this builder process (other builds may run on the daemon)."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        found = engine.client.containers.list(
-            filters={"label": [f"builder.step={step}", f"builder.pid={proc.pid}"]})
-        if found:
-            return found[0]
-        time.sleep(0.2)
-    raise AssertionError("the build container never started")
 
 
 def builder_containers(engine, *procs):

@@ -14,7 +14,6 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
 import uuid
 import zipfile
 from pathlib import Path
@@ -25,7 +24,7 @@ import pytest
 from builder.examples import commit_change, head_sha, write_example_repo
 from builder.repro.lockfile import LOCK_VERSION
 from builder.repro.manifest import SCHEMA_PATH, validate_manifest
-from tests.conftest import own_base, run_builder, write_config
+from tests.conftest import dead_pid, own_base, run_builder, wait_for_container, write_config
 
 pytestmark = pytest.mark.docker
 
@@ -144,13 +143,6 @@ def test_second_build_elsewhere_with_empty_ccache_is_identical_and_verify_passes
     assert not list((env["data_b"] / "verify").glob("rebuild-*"))  # scratch tree removed
 
 
-def dead_pid() -> int:
-    """The pid of a process of ours that has ended (not reused this soon)."""
-    proc = subprocess.Popen(["true"])
-    proc.wait()
-    return proc.pid
-
-
 def test_sigkilled_verify_leaves_scratch_and_volumes_that_the_next_verify_removes(env, built, engine):
     """A kill -9 mid-rebuild: its container, scratch dir and two empty cache volumes stay;
     the next verify in that data dir removes them (not another host's, which it cannot
@@ -165,10 +157,7 @@ def test_sigkilled_verify_leaves_scratch_and_volumes_that_the_next_verify_remove
     proc = subprocess.Popen([sys.executable, "-m", "builder", "--config", str(env["cfg_b"]), "verify", wheel,
                              "--dir", str(env["index"])], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
-        deadline = time.monotonic() + 300
-        while not engine.client.containers.list(filters={"label": ["builder.step=torch", f"builder.pid={proc.pid}"]}):
-            assert time.monotonic() < deadline and proc.poll() is None, "the rebuild's container never started"
-            time.sleep(0.2)
+        wait_for_container(engine, proc, timeout=300)
         proc.send_signal(signal.SIGKILL)  # our own builder process, by its pid: nothing can clean up
         proc.communicate(timeout=60)
         mine = {"label": f"builder.pid={proc.pid}"}

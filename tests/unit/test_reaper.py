@@ -7,12 +7,7 @@ import socket
 import subprocess
 
 from builder.run.reaper import OWNER_FILE, left_behind, make_scratch_dir, reap_scratch, verify_root
-
-
-def dead_pid() -> int:
-    proc = subprocess.Popen(["true"])
-    proc.wait()
-    return proc.pid
+from tests.conftest import dead_pid
 
 
 def owned(path, host: str, pid: int | str):
